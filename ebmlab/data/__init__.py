@@ -1,0 +1,1 @@
+"""Dataset loaders (standard public file formats) and synthetic generators."""

@@ -1,0 +1,1 @@
+"""Metrics: MMD, ESS, AIS, graph statistics, FID."""

@@ -1,0 +1,1 @@
+"""Energy models. Every model exposes ``log_prob(x) -> Tensor[batch]`` (= -energy)."""

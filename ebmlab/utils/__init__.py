@@ -1,0 +1,1 @@
+"""ebmlab.utils."""
