@@ -1,0 +1,126 @@
+"""Typed validation and instantiation of config groups.
+
+Every group node (``task``, ``model``, ``dataset``, ``sampler``, ``learner``,
+``logger``) names a ``_target_`` whose typed constructor signature is its
+schema: unknown keys, missing keys and wrong types are reported here, range
+checks are raised by the constructors as :class:`~ebmlab.errors.ConfigError`.
+All of it happens before any compute.
+"""
+
+from __future__ import annotations
+
+import inspect
+import types
+import typing
+from typing import Any, Literal, Union, get_args, get_origin
+
+from hydra.utils import get_object, instantiate
+from omegaconf import DictConfig, ListConfig, OmegaConf
+
+from ebmlab.errors import ConfigError
+
+_RESERVED = {"_target_", "_recursive_", "_convert_", "_partial_", "_args_"}
+
+
+def _target(node: DictConfig, key: str):
+    if not isinstance(node, DictConfig) or "_target_" not in node:
+        raise ConfigError(key, "must be a config node with a `_target_`")
+    try:
+        return get_object(node._target_)
+    except Exception as e:  # noqa: BLE001 - any import failure is a config error
+        raise ConfigError(f"{key}._target_", f"cannot import {node._target_!r} ({e})") from None
+
+
+def _signature(obj):
+    fn = obj.__init__ if inspect.isclass(obj) else obj
+    sig = inspect.signature(fn)
+    try:
+        hints = typing.get_type_hints(fn)
+    except Exception:  # noqa: BLE001 - unresolved forward refs: skip type checks
+        hints = {}
+    params = {
+        n: p
+        for n, p in sig.parameters.items()
+        if n != "self" and p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD)
+    }
+    var_kw = any(p.kind == p.VAR_KEYWORD for p in sig.parameters.values())
+    return params, hints, var_kw
+
+
+def _type_name(tp) -> str:
+    if get_origin(tp) is Literal:
+        return "one of " + ", ".join(repr(a) for a in get_args(tp))
+    return getattr(tp, "__name__", str(tp)).replace("typing.", "")
+
+
+def _matches(value: Any, tp) -> bool:
+    if tp is Any or tp is inspect.Parameter.empty:
+        return True
+    origin = get_origin(tp)
+    if origin in (Union, types.UnionType):
+        return any(_matches(value, a) for a in get_args(tp))
+    if origin is Literal:
+        return value in get_args(tp)
+    if tp is type(None):
+        return value is None
+    if tp is bool:
+        return isinstance(value, bool)
+    if tp is int:
+        return isinstance(value, int) and not isinstance(value, bool)
+    if tp is float:
+        return isinstance(value, (int, float)) and not isinstance(value, bool)
+    if tp is str:
+        return isinstance(value, str)
+    if origin in (list, tuple, typing.Sequence) or tp in (list, tuple):
+        if not isinstance(value, (list, tuple, ListConfig)):
+            return False
+        args = get_args(tp)
+        return not args or all(_matches(v, args[0]) for v in value)
+    if origin is dict or tp is dict:
+        return isinstance(value, (dict, DictConfig))
+    if inspect.isclass(tp):
+        return isinstance(value, (tp, DictConfig))
+    return True
+
+
+def validate_node(node: DictConfig, key: str, provided: tuple = ()) -> None:
+    """Check ``node`` against the typed signature of its ``_target_``.
+
+    ``provided`` names constructor arguments the caller supplies in code.
+    """
+    obj = _target(node, key)
+    params, hints, var_kw = _signature(obj)
+    try:
+        values = OmegaConf.to_container(node, resolve=True)
+    except Exception as e:  # noqa: BLE001 - interpolation errors
+        raise ConfigError(key, f"cannot resolve: {e}") from None
+    for k, v in values.items():
+        if k in _RESERVED:
+            continue
+        if k not in params:
+            if var_kw:
+                continue
+            allowed = ", ".join(sorted(params)) or "(none)"
+            raise ConfigError(f"{key}.{k}", f"unknown key; allowed keys: {allowed}")
+        tp = hints.get(k, params[k].annotation)
+        if not _matches(v, tp):
+            raise ConfigError(f"{key}.{k}", f"expected {_type_name(tp)} (got {v!r})")
+    for name, p in params.items():
+        if p.default is inspect.Parameter.empty and name not in values and name not in provided:
+            raise ConfigError(f"{key}.{name}", "is required but missing")
+
+
+def build(node: DictConfig, key: str, **extra):
+    """Validate then instantiate ``node``; constructor ConfigErrors get ``key`` as prefix."""
+    validate_node(node, key, provided=tuple(extra))
+    try:
+        return instantiate(node, **extra, _convert_="all")
+    except ConfigError as e:
+        raise e.prefixed(key) from None
+    except Exception as e:  # noqa: BLE001 - hydra wraps constructor errors
+        cause = e
+        while cause is not None and not isinstance(cause, ConfigError):
+            cause = cause.__cause__ or cause.__context__
+        if isinstance(cause, ConfigError):
+            raise cause.prefixed(key) from None
+        raise

@@ -1,0 +1,60 @@
+"""Figures (matplotlib, Agg backend): curves and sample grids."""
+
+from __future__ import annotations
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+import numpy as np  # noqa: E402
+
+
+def curves(series: dict[str, tuple], xlabel: str, ylabel: str, title: str = "", logy=False):
+    """One line per label: series[label] = (x, y)."""
+    fig, ax = plt.subplots(figsize=(5.5, 3.8))
+    for label, (x, y) in series.items():
+        ax.plot(np.asarray(x), np.asarray(y), label=label)
+    ax.set_xlabel(xlabel)
+    ax.set_ylabel(ylabel)
+    if logy:
+        ax.set_yscale("log")
+    if title:
+        ax.set_title(title)
+    if len(series) > 1 or any(series):
+        ax.legend(fontsize=8)
+    ax.grid(alpha=0.3)
+    fig.tight_layout()
+    return fig
+
+
+def side_by_side(items: list[tuple[str, dict[str, tuple], str, str]], title: str = ""):
+    """Several curve panels in one row: items = [(panel title, series, xlabel, ylabel)]."""
+    fig, axes = plt.subplots(1, len(items), figsize=(5.2 * len(items), 3.8), squeeze=False)
+    for ax, (ptitle, series, xlabel, ylabel) in zip(axes[0], items):
+        for label, (x, y) in series.items():
+            ax.plot(np.asarray(x), np.asarray(y), label=label)
+        ax.set_title(ptitle)
+        ax.set_xlabel(xlabel)
+        ax.set_ylabel(ylabel)
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize=8)
+    if title:
+        fig.suptitle(title)
+    fig.tight_layout()
+    return fig
+
+
+def image_grid(images, n_cols: int = 10, title: str = "", cmap="gray"):
+    """images: array [n, H, W] (or [n, H, W, C]) in [0, 1]."""
+    images = np.asarray(images)
+    n = images.shape[0]
+    n_rows = int(np.ceil(n / n_cols))
+    fig, axes = plt.subplots(n_rows, n_cols, figsize=(n_cols * 0.8, n_rows * 0.8), squeeze=False)
+    for k, ax in enumerate(axes.flat):
+        ax.axis("off")
+        if k < n:
+            ax.imshow(images[k], cmap=cmap, vmin=0, vmax=1)
+    if title:
+        fig.suptitle(title)
+    fig.tight_layout()
+    return fig
