@@ -7,7 +7,8 @@ import torch
 REPO = Path(__file__).resolve().parents[1]
 SHARED_DATA = Path(os.environ.get("EBMLAB_SHARED_DATA", REPO.parent / "shared" / "data"))
 
-torch.set_num_threads(max(1, min(2, os.cpu_count() or 1)))
+# One thread: tiny per-step tensor ops are far slower when two threads contend.
+torch.set_num_threads(int(os.environ.get("EBMLAB_TEST_THREADS", "1")))
 
 
 @pytest.fixture

@@ -1,0 +1,262 @@
+"""GRBM samplers: exact invariance of the Metropolis-adjusted samplers on a tiny 2-D GRBM
+whose marginal is a known Gaussian mixture, the closed-form K-step Gibbs-Langevin proposal
+(Eq. 11) against Monte Carlo, adjust_step semantics, and the batch-scaling convention."""
+
+import math
+
+import pytest
+import torch
+from scipy import stats
+
+from ebmlab.errors import ConfigError
+from ebmlab.models.grbm import GRBM
+from ebmlab.samplers.grbm import (
+    GRBMGibbs,
+    GRBMGibbsLangevin,
+    GRBMLangevin,
+    cosine_schedule,
+    kstep_proposal,
+)
+
+
+@pytest.fixture(autouse=True)
+def _one_thread():
+    """Tiny tensors: intra-op threads only add synchronisation cost (see report)."""
+    n = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(n)
+
+
+N_CHAINS = 10000
+N_STEPS = 8
+
+
+def four_mode_grbm() -> GRBM:
+    """2-D GRBM whose marginal is (almost) four equal, well separated Gaussians: one at mu
+    and one per hidden unit at mu + W_j (pairs are suppressed by negative W_j . W_k)."""
+    m = GRBM(2, 3).double()
+    var = torch.tensor([0.5, 0.8], dtype=torch.float64)
+    ang = torch.tensor([0.3, 0.3 + 2 * math.pi / 3, 0.3 + 4 * math.pi / 3], dtype=torch.float64)
+    W = 3.0 * torch.stack([ang.cos(), ang.sin()])  # [2, 3]
+    with torch.no_grad():
+        m.W.copy_(W)
+        m.mu.copy_(torch.tensor([0.5, -0.5]))
+        m.log_var.copy_(var.log())
+        # b_j cancels component j's weight term 1/2 ((mu + W_j)^2 - mu^2) / var
+        mu = m.mu[:, None]
+        m.b.copy_(-0.5 * (((mu + W) ** 2 - mu**2) / var[:, None]).sum(0))
+    return m.requires_grad_(False)
+
+
+def exact_samples(m: GRBM, n: int, g: torch.Generator) -> torch.Tensor:
+    lw, means = m.mixture()
+    comp = torch.multinomial(lw.exp(), n, replacement=True, generator=g)
+    return means[comp] + m.var.sqrt() * torch.randn(n, 2, generator=g, dtype=torch.float64)
+
+
+def bin_probs(m: GRBM, edges: torch.Tensor) -> torch.Tensor:
+    """Exact probability of each cell of a 2-D grid (edges include +-inf) under the mixture."""
+    lw, means = m.mixture()
+    sd = m.var.sqrt()
+    cdf = torch.distributions.Normal(0.0, 1.0).cdf
+    px = cdf((edges[None, :] - means[:, :1]) / sd[0]).diff(dim=1)  # [C, nbx]
+    py = cdf((edges[None, :] - means[:, 1:]) / sd[1]).diff(dim=1)
+    return torch.einsum("c,ci,cj->ij", lw.exp(), px, py).reshape(-1)
+
+
+def chi2_vs_exact(m: GRBM, x: torch.Tensor) -> tuple[float, float]:
+    """Pearson statistic of x against the exact mixture on a grid (cells with < 5 expected
+    counts pooled), and its 1 - 1e-4 quantile under the null."""
+    inner = torch.linspace(-4.5, 4.5, 10, dtype=torch.float64)
+    edges = torch.cat([torch.tensor([-math.inf]), inner, torch.tensor([math.inf])])
+    p = bin_probs(m, edges)
+    ix = torch.bucketize(x[:, 0].contiguous(), inner)
+    iy = torch.bucketize(x[:, 1].contiguous(), inner)
+    counts = torch.bincount(ix * (len(edges) - 1) + iy, minlength=p.numel()).double()
+    n = x.shape[0]
+    big = p * n >= 5
+    obs = torch.cat([counts[big], counts[~big].sum()[None]])
+    exp = torch.cat([p[big], p[~big].sum()[None]]) * n
+    keep = exp > 0
+    stat = float((((obs - exp) ** 2) / exp)[keep].sum())
+    return stat, float(stats.chi2.ppf(1 - 1e-4, int(keep.sum()) - 1))
+
+
+def moments_ok(m: GRBM, x: torch.Tensor) -> bool:
+    lw, means = m.mixture()
+    w = lw.exp()[:, None]
+    mean = (w * means).sum(0)
+    var = (w * means**2).sum(0) + m.var - mean**2
+    n = x.shape[0]
+    xc = x - mean
+    se_mean = (var / n).sqrt()
+    se_var = (((xc**4).mean(0) - var**2) / n).sqrt()
+    return bool(
+        ((x.mean(0) - mean).abs() < 5 * se_mean).all()
+        and ((xc.pow(2).mean(0) - var).abs() < 5 * se_var).all()
+    )
+
+
+def run(sampler, m, x0, g, n_steps=N_STEPS):
+    state = sampler.init(m, x0)
+    acc = []
+    for _ in range(n_steps):
+        state, info = sampler.step(m, state, g)
+        acc.append(float(info.accept_prob.mean()))
+    return state, sum(acc) / len(acc)
+
+
+def test_tiny_model_is_multimodal():
+    m = four_mode_grbm()
+    lw, _ = m.mixture()
+    top4 = lw.exp().sort(descending=True).values[:4]
+    assert top4.sum() > 0.99 and top4.min() > 0.2
+
+
+@pytest.mark.parametrize(
+    "sampler",
+    [
+        GRBMGibbs(),
+        GRBMLangevin(step_size=0.6, anneal="none"),
+        GRBMLangevin(step_size=1.0, anneal="cosine", anneal_steps=5),
+        GRBMGibbsLangevin(step_size=0.8, n_inner=5),
+        GRBMGibbsLangevin(step_size=0.5, n_inner=3, anneal="none"),
+    ],
+    ids=["gibbs", "mala", "mala-cosine", "gibbs-langevin", "gibbs-langevin-flat"],
+)
+def test_adjusted_samplers_leave_grbm_invariant(sampler):
+    m = four_mode_grbm()
+    g = torch.Generator().manual_seed(11)
+    x0 = exact_samples(m, N_CHAINS, g)
+    state, acc = run(sampler, m, x0, g)
+    if not isinstance(sampler, GRBMGibbs):
+        assert 0.3 < acc < 0.97  # the Metropolis test is doing real work
+    assert moments_ok(m, state.x)
+    stat, crit = chi2_vs_exact(m, state.x)
+    assert stat < crit, (stat, crit)
+    # the cached marginal log-density follows the accepted states
+    torch.testing.assert_close(state.log_prob, m.log_prob(state.x).detach())
+    if sampler.joint:
+        # (v, h) is a joint sample: h | v ~ p(h|v), checked on the mean of h
+        h = state.extra["h"]
+        p = m.prob_h_given_v(state.x).detach()
+        assert ((h.mean(0) - p.mean(0)).abs() < 5 * (0.25 / N_CHAINS) ** 0.5).all()
+
+
+@pytest.mark.parametrize(
+    "sampler",
+    [
+        GRBMLangevin(step_size=0.6, anneal="none", adjust_step=10**6),
+        GRBMGibbsLangevin(step_size=0.8, n_inner=5, adjust_step=10**6),
+    ],
+    ids=["ula", "gibbs-langevin-unadjusted"],
+)
+def test_unadjusted_samplers_are_biased(sampler):
+    """Power check: the same test rejects the unadjusted versions (so it can fail)."""
+    m = four_mode_grbm()
+    g = torch.Generator().manual_seed(11)
+    x0 = exact_samples(m, N_CHAINS, g)
+    state, acc = run(sampler, m, x0, g)
+    assert acc == 1.0 and not sampler.exact
+    stat, crit = chi2_vs_exact(m, state.x)
+    assert stat > 1.5 * crit
+
+
+@pytest.mark.parametrize("temperature,anneal", [(1.0, "cosine"), (3.0, "none")])
+def test_kstep_proposal_closed_form_matches_monte_carlo(temperature, anneal):
+    m = four_mode_grbm()
+    g = torch.Generator().manual_seed(5)
+    s = GRBMGibbsLangevin(step_size=0.7, n_inner=6, anneal=anneal)
+    alphas = s.inner_alphas(m)
+    n = 20000
+    v0 = torch.tensor([[1.5, -2.0]], dtype=torch.float64).expand(n, 2)
+    h = torch.tensor([[1.0, 0.0, 1.0]], dtype=torch.float64).expand(n, 3)
+    vk = s.langevin_inner(m, v0, h, alphas, temperature, g)
+    mean, var = kstep_proposal(m, v0[:1], h[:1], alphas, temperature)
+    assert ((vk.mean(0) - mean[0]).abs() < 5 * (var / n).sqrt()).all()
+    assert ((vk.var(0) / var - 1).abs() < 5 * math.sqrt(2 / n)).all()
+    for d in range(2):  # the whole 1-D law, not just two moments
+        z = ((vk[:, d] - mean[0, d]) / var[d].sqrt()).numpy()
+        assert stats.kstest(z, "norm").pvalue > 1e-4
+    # one step with constant step size: the usual Langevin Gaussian
+    mean1, var1 = kstep_proposal(m, v0[:1], h[:1], [0.3], temperature)
+    m_h = m.mean_v_given_h(h[:1])
+    torch.testing.assert_close(mean1, v0[:1] - 0.3 * (v0[:1] - m_h) / (temperature * m.var))
+    torch.testing.assert_close(var1, torch.full((2,), 0.6, dtype=torch.float64))
+
+
+def test_cosine_schedule_counts_from_zero():
+    sch = cosine_schedule(2.0, 4)
+    assert sch[0] == 2.0 and min(sch) > 0
+    torch.testing.assert_close(
+        torch.tensor(sch), torch.tensor([2.0, 1 + 0.5**0.5, 1.0, 1 - 0.5**0.5])
+    )
+
+
+def test_adjust_step_semantics_and_step_counter():
+    m = four_mode_grbm()
+    g = torch.Generator().manual_seed(0)
+    x0 = exact_samples(m, 2000, g)
+    s = GRBMGibbsLangevin(step_size=3.0, n_inner=2, adjust_step=3)
+    assert not s.exact
+    state = s.init(m, x0)
+    probs = []
+    for _ in range(5):
+        state, info = s.step(m, state, g)
+        probs.append(float(info.accept_prob.mean()))
+    assert state.extra["t"] == 5
+    assert probs[:3] == [1.0, 1.0, 1.0] and max(probs[3:]) < 0.9
+    # a per-run override (used by the learner's MH warm-up) switches the test off
+    state = s.init(m, x0, adjust_step=10)
+    for _ in range(5):
+        state, info = s.step(m, state, g)
+        assert float(info.accept_prob.mean()) == 1.0
+
+
+def test_same_seed_same_chain():
+    m = four_mode_grbm()
+    x0 = torch.zeros(50, 2, dtype=torch.float64)
+    outs = []
+    for _ in range(2):
+        g = torch.Generator().manual_seed(7)
+        state, _ = run(GRBMGibbsLangevin(step_size=0.5, n_inner=3), m, x0, g, n_steps=4)
+        outs.append(state.x)
+    torch.testing.assert_close(outs[0], outs[1], rtol=0, atol=0)
+
+
+@pytest.mark.parametrize("cls", [GRBMLangevin, GRBMGibbsLangevin])
+def test_batch_energy_scale_targets_tempered_density(cls):
+    """energy_scale=batch (the authors' code): with W = 0 the GRBM is N(mu, var) and the
+    adjusted chain targets N(mu, B var) with B the number of chains; 'none' targets var."""
+    m = GRBM(1, 2).double().requires_grad_(False)
+    with torch.no_grad():
+        m.W.zero_()
+        m.mu.fill_(1.0)
+        m.log_var.fill_(math.log(0.3))
+    b = 50
+    for scale, target in [("batch", b * 0.3), ("none", 0.3)]:
+        g = torch.Generator().manual_seed(3)
+        s = cls(step_size=0.5 * target / 0.3, anneal="none", energy_scale=scale)
+        x0 = 1.0 + math.sqrt(target) * torch.randn(b, 1, generator=g, dtype=torch.float64)
+        state = s.init(m, x0)
+        xs = []
+        for _ in range(150):
+            state, _ = s.step(m, state, g)
+            xs.append(state.x)
+        x = torch.cat(xs)
+        ratio = float(x.var() / target)
+        assert 0.75 < ratio < 1.33, (scale, ratio)
+
+
+def test_config_validation():
+    with pytest.raises(ConfigError, match="step_size"):
+        GRBMLangevin(step_size=0.0)
+    with pytest.raises(ConfigError, match="anneal"):
+        GRBMGibbsLangevin(anneal="linear")
+    with pytest.raises(ConfigError, match="adjust_step"):
+        GRBMGibbsLangevin(adjust_step=-1)
+    with pytest.raises(ConfigError, match="energy_scale"):
+        GRBMLangevin(energy_scale="mean")
+    with pytest.raises(ConfigError, match="n_inner"):
+        GRBMGibbsLangevin(n_inner=0)
