@@ -1,0 +1,51 @@
+"""Running the real entry point from tests."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def run_cli(
+    args: list[str],
+    run_dir: Path,
+    cache: Path | None = None,
+    env: dict | None = None,
+    check: bool = True,
+    multirun: bool = False,
+    timeout: float = 600,
+):
+    """``python -m ebmlab.run <args>`` into ``run_dir`` (logger off, no progress bars).
+
+    Returns the CompletedProcess; its ``results`` attribute holds results.json's
+    metrics when the run wrote one.
+    """
+    base = ["logger=none", "progress=false"]
+    if multirun:
+        base += [f"hydra.sweep.dir={run_dir}"]
+        args = ["-m", *args]  # the flag must precede the overrides
+    else:
+        base += [f"hydra.run.dir={run_dir}"]
+    e = dict(os.environ)
+    e["EBMLAB_CACHE"] = str(cache or run_dir.parent / "cache")
+    e.setdefault("OMP_NUM_THREADS", "1")
+    e["HYDRA_FULL_ERROR"] = "0"
+    e.update(env or {})
+    p = subprocess.run(
+        [sys.executable, "-m", "ebmlab.run", *args, *base],
+        cwd=REPO,
+        env=e,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
+    if check and p.returncode != 0:
+        raise AssertionError(f"run failed ({p.returncode}):\n{p.stdout}\n{p.stderr}")
+    res = run_dir / "results.json"
+    p.results = json.loads(res.read_text())["metrics"] if res.exists() else None
+    return p

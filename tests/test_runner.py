@@ -1,0 +1,256 @@
+"""The runner end to end: tasks through the real entry point, bad input, resume after
+SIGKILL, W&B offline runs, sweeps with the submitit launcher, divergence."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+import torch
+
+from ebmlab.errors import ConfigError, DivergenceError
+from ebmlab.utils.logging import read_metrics
+from tests.helpers import REPO, run_cli
+
+TINY_LEARNING = [
+    "experiment=ising_learning_smoke",
+    "dataset.n_side=4",
+    "dataset.n_samples=64",
+    "dataset.gibbs_steps=2000",
+    "learner.buffer_size=32",
+    "learner.batch_size=32",
+    "learner.sampler_steps=3",
+]
+
+
+def test_ising_learning_end_to_end(tmp_path):
+    p = run_cli([*TINY_LEARNING, "task.n_iters=40", "task.eval_every=10"], tmp_path / "run")
+    r = p.results
+    assert r["n_iters"] == 40 and r["rmse"] > 0 and r["time_per_iter"] > 0
+    assert (tmp_path / "run" / "checkpoints" / "last.pt").exists()
+    assert (tmp_path / "run" / "figures" / "log_rmse.png").exists()
+    rows = read_metrics(tmp_path / "run" / "metrics.jsonl")
+    assert [row["step"] for row in rows] == [10, 20, 30, 40]
+    assert "Run directory:" in p.stdout and "log_rmse" in p.stdout
+
+
+def test_learning_recovers_couplings(tmp_path):
+    """PCD with DMALA gets the J error well below that of the initial (near-zero) J."""
+    args = [
+        "experiment=ising_learning_smoke",
+        "dataset.n_side=5",
+        "dataset.sigma=0.1",
+        "dataset.n_samples=1000",
+        "dataset.gibbs_steps=20000",
+        "sampler=dmala",
+        "task.n_iters=300",
+        "task.eval_every=300",
+        "learner.l1=0.0",
+    ]
+    r = run_cli(args, tmp_path / "run").results
+    rmse_zero = 0.1 * (4 / 25) ** 0.5  # RMSE of J = 0 against sigma * adjacency (degree 4)
+    assert r["rmse"] < 0.6 * rmse_zero
+
+
+def test_ising_sampling_end_to_end(tmp_path):
+    p = run_cli(
+        [
+            "experiment=ising_sampling_smoke",
+            "model.n_side=3",
+            "task.n_steps=300",
+            "sampler=dmala",
+            "sampler.step_size=0.4",
+        ],
+        tmp_path / "run",
+    )
+    r = p.results
+    assert 0 < r["accept_rate"] <= 1 and r["ess"] > 0 and r["ess_per_second"] > 0
+    assert r["log_prob_evals_per_step"] == 1 and r["grad_evals_per_step"] == 1
+    assert r["rmse"] < 0.1  # running mean of 9 spins close to the exact mean
+
+
+def test_rerun_of_finished_run_is_a_no_op(tmp_path):
+    args = [*TINY_LEARNING, "task.n_iters=10", "task.eval_every=5"]
+    first = run_cli(args, tmp_path / "run").results
+    again = run_cli(args, tmp_path / "run")
+    assert "already complete" in again.stdout and again.results == first
+
+
+@pytest.mark.parametrize("task", ["learning", "sampling"])
+def test_resume_after_sigkill_gives_identical_results(tmp_path, task):
+    if task == "learning":
+        args = [
+            *TINY_LEARNING,
+            "task.n_iters=60",
+            "task.eval_every=5",
+            "task.checkpoint_every=20",
+            "sampler=dmala",
+        ]
+        kill_at = 47
+    else:
+        args = [
+            "experiment=ising_sampling_smoke",
+            "model.n_side=3",
+            "task.n_steps=200",
+            "task.checkpoint_every=50",
+            "sampler=gwg",
+        ]
+        kill_at = 130
+    clean = run_cli(args, tmp_path / "clean").results
+    killed = run_cli(
+        args, tmp_path / "killed", check=False, env={"EBMLAB_FAULT_KILL_AT_STEP": str(kill_at)}
+    )
+    assert killed.returncode == -9, killed.stderr  # really SIGKILLed mid-run
+    assert not (tmp_path / "killed" / "results.json").exists()
+    resumed = run_cli(args, tmp_path / "killed").results
+    timing = {"seconds", "time_per_iter", "ess_per_second"}
+    assert {k: v for k, v in resumed.items() if k not in timing} == {
+        k: v for k, v in clean.items() if k not in timing
+    }
+
+    def rows(d):
+        return [
+            {k: v for k, v in r.items() if k != "seconds"}
+            for r in read_metrics(tmp_path / d / "metrics.jsonl")
+        ]
+
+    assert rows("killed") == rows("clean")
+
+
+BAD = [
+    (["sampler=dmala", "sampler.step_size=-1"], "sampler.step_size"),
+    (["experiment=ising_sampling_smoke", "task.n_chains=0"], "task.n_chains"),
+    (["dataset.n_side=1"], "dataset.n_side"),
+    (["sampler=nosuchsampler"], "sampler=nosuchsampler"),
+    (["model.dim=50"], "model.dim"),
+    (["task.n_iters=abc"], "task.n_iters"),
+    (["device=tpu"], "device"),
+    (["sampler.no_such_key=1"], "no_such_key"),
+    (["learner.buffer_init=gaussian"], "learner.buffer_init"),
+]
+
+
+def run_inprocess(argv, tmp_path, capsys, monkeypatch):
+    """``python -m ebmlab.run`` in this process (fast): returns (exit code, stderr)."""
+    import ebmlab.run as entry
+
+    monkeypatch.setenv("EBMLAB_CACHE", str(tmp_path / "cache"))
+    monkeypatch.setattr(
+        sys,
+        "argv",
+        [
+            entry.__file__,
+            f"--config-path={REPO / 'conf'}",
+            *argv,
+            "logger=none",
+            "progress=false",
+            f"hydra.run.dir={tmp_path / 'run'}",
+        ],
+    )
+    monkeypatch.setitem(entry._STATE, "task_started", False)
+    with pytest.raises(SystemExit) as e:
+        entry.cli()
+    return e.value.code, capsys.readouterr().err
+
+
+@pytest.mark.parametrize("overrides,key", BAD, ids=[b[1] for b in BAD])
+def test_bad_overrides_fail_clearly_before_compute(tmp_path, capsys, monkeypatch, overrides, key):
+    code, err = run_inprocess(overrides, tmp_path, capsys, monkeypatch)
+    assert code == 2, err
+    assert key in err
+    assert "Traceback" not in err
+    assert not (tmp_path / "run" / "checkpoints").exists()
+    assert not (tmp_path / "cache").exists()  # no data was generated
+
+
+def test_unknown_option_lists_allowed_values(tmp_path, capsys, monkeypatch):
+    code, err = run_inprocess(["sampler=nosuchsampler"], tmp_path, capsys, monkeypatch)
+    assert code == 2 and "allowed:" in err and "gwg" in err
+
+
+def test_bad_override_exit_code_through_subprocess(tmp_path):
+    p = run_cli(["sampler=dmala", "sampler.step_size=-1"], tmp_path / "run", check=False)
+    assert p.returncode == 2 and "sampler.step_size" in p.stderr
+    assert "Traceback" not in p.stderr
+
+
+def test_wandb_offline_run_is_listed_by_wandb_sync(tmp_path):
+    run_dir = tmp_path / "run"
+    p = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "ebmlab.run",
+            *TINY_LEARNING,
+            "task.n_iters=10",
+            "task.eval_every=5",
+            "logger=wandb",
+            "progress=false",
+            f"hydra.run.dir={run_dir}",
+        ],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        env={
+            **__import__("os").environ,
+            "EBMLAB_CACHE": str(tmp_path / "cache"),
+            "OMP_NUM_THREADS": "1",
+        },
+    )
+    assert p.returncode == 0, p.stderr
+    runs = sorted((run_dir / "wandb").glob("offline-run-*"))
+    assert len(runs) == 1
+    run_id = (run_dir / "wandb_id.txt").read_text().strip()
+    s = subprocess.run(
+        [str(REPO / ".venv" / "bin" / "wandb"), "sync", "--dry-run", str(runs[0])],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+    )
+    out = s.stdout + s.stderr
+    assert "Would sync 1 run" in out and run_id in out
+
+
+def test_submitit_local_sweep_runs_every_job_and_resumes(tmp_path):
+    sweep = tmp_path / "sweep"
+    args = [
+        *TINY_LEARNING,
+        "task.n_iters=6",
+        "task.eval_every=3",
+        "hydra/launcher=submitit_local",
+        "sampler=gwg,dmala",
+        "seed=0,1",
+    ]
+    run_cli(args, sweep, multirun=True, timeout=900)
+    results = sorted(sweep.glob("*/results.json"))
+    assert len(results) == 4
+    names = sorted(r.parent.name for r in results)
+    assert names[0].startswith("dataset.") and "sampler=dmala" in " ".join(names)
+    again = run_cli(args, sweep, multirun=True, timeout=900)
+    assert again.returncode == 0
+    for r in results:  # deterministic directories: the re-launch found every job complete
+        assert json.loads(r.read_text())["metrics"]["n_iters"] == 6
+
+
+def test_divergence_stops_and_keeps_last_good_checkpoint(tmp_path):
+    from ebmlab.learning.pcd import PCD
+    from ebmlab.models.ising import DenseIsing
+    from ebmlab.samplers.gwg import GWG
+
+    g = torch.Generator().manual_seed(0)
+    model = DenseIsing(dim=9)
+    learner = PCD(buffer_size=8, batch_size=8, sampler_steps=1, lr=1e-3)
+    data = (torch.rand(20, 9, generator=g) < 0.5).float()
+    learner.setup(model, GWG(), data, g)
+    learner.step(model, learner.sample_batch(data, g), g)
+    with torch.no_grad():
+        model.J_raw[0, 1] = float("nan")
+    with pytest.raises(DivergenceError, match="step 2"):
+        learner.step(model, learner.sample_batch(data, g), g)
+
+
+def test_config_error_names_key():
+    e = ConfigError("step_size", "must be > 0").prefixed("sampler")
+    assert str(e).startswith("sampler.step_size")
