@@ -1,5 +1,6 @@
 # ebmlab: `make help` lists the targets. Everything runs inside .venv (created on demand).
 SHELL := /bin/bash
+.SHELLFLAGS := -eo pipefail -c
 .DEFAULT_GOAL := help
 
 PYTHON ?= $(shell command -v python3.11 || command -v python3)
@@ -53,6 +54,7 @@ test-all: lint ## every test, including the slow ones
 bench: $(STAMP) ## throughput benchmarks (not run by CI); results in outputs/bench/
 	@mkdir -p outputs/bench
 	$(PY) -m benchmarks.bench_samplers | tee outputs/bench/samplers.md
+	$(PY) -m benchmarks.bench_sdp | tee outputs/bench/sdp.md
 	@for b in $(BENCH_EXTRA); do $(PY) -m benchmarks.$$b | tee outputs/bench/$$b.md || exit 1; done
 
 ISING_LEARNING_SAMPLERS ?= gibbs,gwg,dula,dmala
