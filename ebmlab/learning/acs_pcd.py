@@ -18,12 +18,10 @@ The schedule, the tuning and their bookkeeping live in :class:`ebmlab.samplers.a
 
 from __future__ import annotations
 
-import math
-
 import torch
 from torch import Tensor
 
-from ebmlab.errors import ConfigError, DivergenceError, check
+from ebmlab.errors import ConfigError, check
 from ebmlab.learning.pcd import PCD
 
 
@@ -88,24 +86,3 @@ class ACSPCD(PCD):
         out["alpha_max"], out["alpha_min"] = float(s.alpha_max), float(s.alpha_min)
         self.buffer = state.x.detach()
         return out
-
-    def step(self, model, batch: Tensor, generator: torch.Generator) -> dict:
-        """One iteration of Algorithm 6: ACS sampling (or re-tuning), then one Adam step."""
-        info = self.sample(model, generator)
-        pos = model.log_prob(batch).mean()
-        neg = model.log_prob(self.buffer).mean()
-        loss = neg - pos
-        if self.l1 > 0 and hasattr(model, "l1_parameters"):
-            loss = loss + self.l1 * sum(p.abs().sum() for p in model.l1_parameters())
-        self.iteration += 1
-        if not math.isfinite(loss.item()):
-            raise DivergenceError(self.iteration, "the PCD loss")
-        self.optimizer.zero_grad(set_to_none=True)
-        loss.backward()
-        self.optimizer.step()
-        if hasattr(model, "project_"):
-            model.project_()
-        for p in model.parameters():
-            if not torch.isfinite(p).all():
-                raise DivergenceError(self.iteration, "a model parameter")
-        return {"loss": loss.item(), **info}

@@ -35,9 +35,16 @@ class PCD:
         check(sampler_steps >= 1, "sampler_steps", f"must be >= 1 (got {sampler_steps})")
         check(lr > 0, "lr", f"must be > 0 (got {lr})")
         check(l1 >= 0, "l1", f"must be >= 0 (got {l1})")
-        check(buffer_init in ("uniform", "data_mean"), "buffer_init",
-              f"must be uniform or data_mean (got {buffer_init!r})")
-        self.buffer_size, self.batch_size, self.sampler_steps = buffer_size, batch_size, sampler_steps
+        check(
+            buffer_init in ("uniform", "data_mean"),
+            "buffer_init",
+            f"must be uniform or data_mean (got {buffer_init!r})",
+        )
+        self.buffer_size, self.batch_size, self.sampler_steps = (
+            buffer_size,
+            batch_size,
+            sampler_steps,
+        )
         self.lr, self.l1, self.buffer_init = lr, l1, buffer_init
         self.buffer: Tensor | None = None
         self.optimizer: torch.optim.Optimizer | None = None
@@ -56,12 +63,13 @@ class PCD:
         self.buffer = (u < p).float()
 
     def sample_batch(self, data: Tensor, generator: torch.Generator) -> Tensor:
-        idx = torch.randint(0, data.shape[0], (self.batch_size,), generator=generator,
-                            device=data.device)
+        idx = torch.randint(
+            0, data.shape[0], (self.batch_size,), generator=generator, device=data.device
+        )
         return data[idx]
 
-    def step(self, model, batch: Tensor, generator: torch.Generator) -> dict:
-        """One PCD iteration; returns scalars (loss, acceptance, jump, evaluations)."""
+    def sample(self, model, generator: torch.Generator) -> dict:
+        """Advance the persistent buffer by ``sampler_steps`` steps; returns sampling scalars."""
         state = self.sampler.init(model, self.buffer)
         n_lp, n_grad = self.sampler.init_cost()
         acc, jump = 0.0, 0.0
@@ -72,6 +80,11 @@ class PCD:
             n_lp += info.n_log_prob
             n_grad += info.n_grad
         self.buffer = state.x.detach()
+        k = self.sampler_steps
+        return {"accept_rate": acc / k, "jump": jump / k, "n_log_prob": n_lp, "n_grad": n_grad}
+
+    def update(self, model, batch: Tensor) -> float:
+        """One optimiser step on the PCD loss with the current buffer as negatives."""
         pos = model.log_prob(batch).mean()
         neg = model.log_prob(self.buffer).mean()
         loss = neg - pos
@@ -88,16 +101,19 @@ class PCD:
         for p in model.parameters():
             if not torch.isfinite(p).all():
                 raise DivergenceError(self.iteration, "a model parameter")
-        k = self.sampler_steps
-        return {
-            "loss": loss.item(), "accept_rate": acc / k, "jump": jump / k,
-            "n_log_prob": n_lp, "n_grad": n_grad,
-        }
+        return loss.item()
+
+    def step(self, model, batch: Tensor, generator: torch.Generator) -> dict:
+        """One PCD iteration: sample the buffer, then update; returns scalars."""
+        info = self.sample(model, generator)
+        return {"loss": self.update(model, batch), **info}
 
     def state_dict(self) -> dict:
         return {
-            "buffer": self.buffer, "optimizer": self.optimizer.state_dict(),
-            "iteration": self.iteration, "sampler": self.sampler.state_dict(),
+            "buffer": self.buffer,
+            "optimizer": self.optimizer.state_dict(),
+            "iteration": self.iteration,
+            "sampler": self.sampler.state_dict(),
         }
 
     def load_state_dict(self, d: dict) -> None:
