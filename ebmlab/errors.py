@@ -10,7 +10,9 @@ class ConfigError(ValueError):
         super().__init__(f"{key}: {message}")
 
     def prefixed(self, prefix: str) -> "ConfigError":
-        key = f"{prefix}.{self.key}" if prefix and not self.key.startswith(prefix + ".") else self.key
+        key = (
+            f"{prefix}.{self.key}" if prefix and not self.key.startswith(prefix + ".") else self.key
+        )
         return ConfigError(key, self.message)
 
 

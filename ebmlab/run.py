@@ -132,12 +132,20 @@ def execute(cfg: DictConfig):
         logger_settings = build(cfg.logger, "logger") if cfg.get("logger") else None
         scale = str(choices.get("scale", "paper"))
         logger = MetricLogger(
-            run_dir, logger_settings, OmegaConf.to_container(cfg, resolve=True),
+            run_dir,
+            logger_settings,
+            OmegaConf.to_container(cfg, resolve=True),
             run_name=f"{choices.get('task')}/{run_dir.name}",
         )
         ctx = RunContext(
-            cfg=cfg, run_dir=run_dir, device=device, generator=generator, logger=logger,
-            workspace=Workspace(run_dir), scale=scale, choices=choices,
+            cfg=cfg,
+            run_dir=run_dir,
+            device=device,
+            generator=generator,
+            logger=logger,
+            workspace=Workspace(run_dir),
+            scale=scale,
+            choices=choices,
         )
         exit_code = 1
         try:

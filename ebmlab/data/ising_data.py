@@ -31,8 +31,13 @@ def greedy_colouring(adjacency: Tensor) -> list[Tensor]:
 
 
 def gibbs_ising_chains(
-    adjacency: Tensor, sigma: float, bias: float, n_chains: int, n_site_updates: int,
-    generator: torch.Generator, progress: bool = True,
+    adjacency: Tensor,
+    sigma: float,
+    bias: float,
+    n_chains: int,
+    n_site_updates: int,
+    generator: torch.Generator,
+    progress: bool = True,
 ) -> Tensor:
     """Exact Gibbs on log p = s^T J s + b.s, J = sigma * A (s = 2x - 1); returns x in {0,1}.
 
@@ -47,8 +52,9 @@ def gibbs_ising_chains(
     colours = greedy_colouring(adjacency)
     s = torch.randint(0, 2, (n_chains, d), generator=generator).float() * 2 - 1
     n_sweeps = -(-n_site_updates // d)
-    for _ in tqdm(range(n_sweeps), desc="Gibbs data (sweeps)", disable=not progress,
-                  mininterval=1.0):
+    for _ in tqdm(
+        range(n_sweeps), desc="Gibbs data (sweeps)", disable=not progress, mininterval=1.0
+    ):
         for c in colours:
             field = s @ j[:, c]
             p_up = torch.sigmoid(4.0 * field + 2.0 * bias)
@@ -78,8 +84,11 @@ class IsingLatticeData:
         check(n_side >= 2, "n_side", f"lattice side must be an integer >= 2 (got {n_side})")
         check(n_samples >= 1, "n_samples", f"must be >= 1 (got {n_samples})")
         check(gibbs_steps >= 1, "gibbs_steps", f"must be >= 1 (got {gibbs_steps})")
-        check(dim is None or dim == n_side * n_side, "dim",
-              f"must equal n_side^2 = {n_side * n_side} (got {dim})")
+        check(
+            dim is None or dim == n_side * n_side,
+            "dim",
+            f"must equal n_side^2 = {n_side * n_side} (got {dim})",
+        )
         self.n_side, self.sigma, self.bias = n_side, float(sigma), float(bias)
         self.n_samples, self.gibbs_steps, self.seed = n_samples, gibbs_steps, seed
         self.cache_dir = Path(cache_dir)
@@ -87,8 +96,13 @@ class IsingLatticeData:
 
     def key(self) -> str:
         params = {
-            "kind": "lattice_ising", "algo": "colour-sweeps-v1", "n_side": self.n_side, "sigma": self.sigma,
-            "bias": self.bias, "n_samples": self.n_samples, "gibbs_steps": self.gibbs_steps,
+            "kind": "lattice_ising",
+            "algo": "colour-sweeps-v1",
+            "n_side": self.n_side,
+            "sigma": self.sigma,
+            "bias": self.bias,
+            "n_samples": self.n_samples,
+            "gibbs_steps": self.gibbs_steps,
             "seed": self.seed,
         }
         return hashlib.sha256(json.dumps(params, sort_keys=True).encode()).hexdigest()[:16]
@@ -107,8 +121,13 @@ class IsingLatticeData:
             return torch.load(path, weights_only=True)["x"].float()
         g = torch.Generator().manual_seed(self.seed)
         x = gibbs_ising_chains(
-            lattice_adjacency(self.n_side), self.sigma, self.bias, self.n_samples,
-            self.gibbs_steps, g, progress,
+            lattice_adjacency(self.n_side),
+            self.sigma,
+            self.bias,
+            self.n_samples,
+            self.gibbs_steps,
+            g,
+            progress,
         )
         atomic_torch_save({"x": x.to(torch.uint8)}, path)
         return x

@@ -62,7 +62,11 @@ class BAIsing(_IsingBase):
     """Ising model on a Barabasi-Albert graph (AB paper App. B): J = sigma * adjacency."""
 
     def __init__(
-        self, n_nodes: int = 400, n_attach: int = 4, sigma: float = 0.4407, bias: float = 0.0,
+        self,
+        n_nodes: int = 400,
+        n_attach: int = 4,
+        sigma: float = 0.4407,
+        bias: float = 0.0,
         graph_seed: int = 0,
     ):
         super().__init__()

@@ -36,7 +36,8 @@ class IsingLearning:
             raise ConfigError("model", "ising_learning needs a learnable Ising model (model=ising)")
         if self.model.dim != self.data.dim:
             raise ConfigError(
-                "model.dim", f"model dimension {self.model.dim} does not match the dataset's "
+                "model.dim",
+                f"model dimension {self.model.dim} does not match the dataset's "
                 f"{self.data.dim} (dataset.n_side={self.data.n_side}); model.dim defaults to "
                 "${dataset.dim}",
             )
@@ -76,14 +77,16 @@ class IsingLearning:
                 row = {"step": step, "seconds": ctx.elapsed(), "log_rmse": math.log(r)}
                 for k in history:
                     history[k].append(row[k])
-                ctx.log({"rmse": r, "log_rmse": row["log_rmse"], "seconds": row["seconds"],
-                         **info}, step=step)
+                ctx.log(
+                    {"rmse": r, "log_rmse": row["log_rmse"], "seconds": row["seconds"], **info},
+                    step=step,
+                )
                 bar.set_postfix(log_rmse=f"{row['log_rmse']:.3f}")
             if step % self.checkpoint_every == 0 or step == self.n_iters:
                 rows = [dict(zip(history, vals)) for vals in zip(*history.values())]
                 ctx.save_checkpoint(
-                    {"model": model.state_dict(), "learner": learner.state_dict(),
-                     "history": rows}, step=step,
+                    {"model": model.state_dict(), "learner": learner.state_dict(), "history": rows},
+                    step=step,
                 )
             bar.update(1)
             ctx.maybe_fault(step)
@@ -91,10 +94,18 @@ class IsingLearning:
         seconds = ctx.elapsed()
         fig = side_by_side(
             [
-                ("vs iterations", {"log RMSE": (history["step"], history["log_rmse"])},
-                 "iteration", "log RMSE(J)"),
-                ("vs wall time", {"log RMSE": (history["seconds"], history["log_rmse"])},
-                 "seconds", "log RMSE(J)"),
+                (
+                    "vs iterations",
+                    {"log RMSE": (history["step"], history["log_rmse"])},
+                    "iteration",
+                    "log RMSE(J)",
+                ),
+                (
+                    "vs wall time",
+                    {"log RMSE": (history["seconds"], history["log_rmse"])},
+                    "seconds",
+                    "log RMSE(J)",
+                ),
             ],
             title=f"Ising learning ({ctx.choices.get('sampler', '')}, {ctx.scale})",
         )

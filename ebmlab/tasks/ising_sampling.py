@@ -23,8 +23,13 @@ class IsingSampling:
     main_metric = "log_rmse"
 
     def __init__(
-        self, n_chains: int = 32, n_steps: int = 5000, eval_every: int = 10,
-        burn_in: float = 0.1, checkpoint_every: int = 1000, max_exact_dim: int = 25,
+        self,
+        n_chains: int = 32,
+        n_steps: int = 5000,
+        eval_every: int = 10,
+        burn_in: float = 0.1,
+        checkpoint_every: int = 1000,
+        max_exact_dim: int = 25,
     ):
         check(n_chains >= 1, "n_chains", f"must be >= 1 (got {n_chains})")
         check(n_steps >= 1, "n_steps", f"must be >= 1 (got {n_steps})")
@@ -32,18 +37,28 @@ class IsingSampling:
         check(0 <= burn_in < 1, "burn_in", f"must be a fraction in [0, 1) (got {burn_in})")
         check(checkpoint_every >= 1, "checkpoint_every", f"must be >= 1 (got {checkpoint_every})")
         self.n_chains, self.n_steps, self.eval_every = n_chains, n_steps, eval_every
-        self.burn_in, self.checkpoint_every, self.max_exact_dim = burn_in, checkpoint_every, max_exact_dim
+        self.burn_in, self.checkpoint_every, self.max_exact_dim = (
+            burn_in,
+            checkpoint_every,
+            max_exact_dim,
+        )
 
     def setup(self, ctx) -> None:
         if not ctx.has("model") or not ctx.has("sampler"):
             raise ConfigError("model", "ising_sampling needs a model and a sampler")
         self.model = ctx.build("model").to(ctx.device)
         if any(p.requires_grad for p in self.model.parameters()):
-            raise ConfigError("model", "ising_sampling needs a fixed target model "
-                              "(model=ising_lattice or model=ising_ba), not a learnable one")
+            raise ConfigError(
+                "model",
+                "ising_sampling needs a fixed target model "
+                "(model=ising_lattice or model=ising_ba), not a learnable one",
+            )
         if self.model.dim > self.max_exact_dim:
-            raise ConfigError("model", f"exact mean needs dim <= {self.max_exact_dim} "
-                              f"(got {self.model.dim}); use a smaller lattice (model.n_side)")
+            raise ConfigError(
+                "model",
+                f"exact mean needs dim <= {self.max_exact_dim} "
+                f"(got {self.model.dim}); use a smaller lattice (model.n_side)",
+            )
         self.sampler = ctx.build("sampler")
 
     def run(self, ctx) -> dict:
@@ -80,13 +95,28 @@ class IsingSampling:
                 hist["step"].append(step)
                 hist["seconds"].append(ctx.elapsed())
                 hist["log_rmse"].append(log_rmse)
-                ctx.log({"rmse": rmse, "log_rmse": log_rmse, "seconds": ctx.elapsed(),
-                         **info.scalars()}, step=step)
+                ctx.log(
+                    {
+                        "rmse": rmse,
+                        "log_rmse": log_rmse,
+                        "seconds": ctx.elapsed(),
+                        **info.scalars(),
+                    },
+                    step=step,
+                )
             if step % self.checkpoint_every == 0 and step < self.n_steps:
                 ctx.save_checkpoint(
-                    {"x": state.x, "log_prob": state.log_prob, "grad": state.grad,
-                     "sampler": sampler.state_dict(), "running": running, "trace": trace,
-                     "hist": hist, "totals": totals}, step=step,
+                    {
+                        "x": state.x,
+                        "log_prob": state.log_prob,
+                        "grad": state.grad,
+                        "sampler": sampler.state_dict(),
+                        "running": running,
+                        "trace": trace,
+                        "hist": hist,
+                        "totals": totals,
+                    },
+                    step=step,
                 )
             bar.update(1)
             ctx.maybe_fault(step)
@@ -96,9 +126,15 @@ class IsingSampling:
         ess = float(ess_per_dim(trace[b:].float()).mean())
         n = self.n_steps
         fig = side_by_side(
-            [("vs steps", {"log RMSE": (hist["step"], hist["log_rmse"])}, "step", "log RMSE"),
-             ("vs seconds", {"log RMSE": (hist["seconds"], hist["log_rmse"])}, "seconds",
-              "log RMSE")],
+            [
+                ("vs steps", {"log RMSE": (hist["step"], hist["log_rmse"])}, "step", "log RMSE"),
+                (
+                    "vs seconds",
+                    {"log RMSE": (hist["seconds"], hist["log_rmse"])},
+                    "seconds",
+                    "log RMSE",
+                ),
+            ],
             title=f"Ising sampling ({ctx.choices.get('sampler', '')}, {ctx.scale})",
         )
         ctx.save_figure(fig, "log_rmse", step=n)

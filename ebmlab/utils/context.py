@@ -61,8 +61,13 @@ class RunContext:
     # ---- progress ---------------------------------------------------------------------
     def progress(self, total: int, initial: int = 0, desc: str = ""):
         return tqdm(
-            total=total, initial=initial, desc=desc, disable=not self.cfg.get("progress", True),
-            dynamic_ncols=True, mininterval=0.5, leave=True,
+            total=total,
+            initial=initial,
+            desc=desc,
+            disable=not self.cfg.get("progress", True),
+            dynamic_ncols=True,
+            mininterval=0.5,
+            leave=True,
         )
 
     # ---- checkpoints ------------------------------------------------------------------

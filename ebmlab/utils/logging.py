@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import uuid
 from pathlib import Path
 
 from ebmlab.errors import check
@@ -27,8 +28,11 @@ class WandbLogger:
         group: str | None = None,
         tags: list[str] | None = None,
     ):
-        check(mode in ("offline", "online", "disabled"), "mode",
-              f"must be one of offline, online, disabled (got {mode!r})")
+        check(
+            mode in ("offline", "online", "disabled"),
+            "mode",
+            f"must be one of offline, online, disabled (got {mode!r})",
+        )
         self.project, self.mode, self.entity = project, mode, entity
         self.group, self.tags = group, list(tags or [])
 
@@ -74,11 +78,19 @@ class MetricLogger:
         if id_file.exists():
             run_id = id_file.read_text().strip()
         else:
-            run_id = wandb.util.generate_id()
+            run_id = uuid.uuid4().hex[:12]
             atomic_write_text(id_file, run_id)
         return wandb.init(
-            project=s.project, entity=s.entity, group=s.group, tags=s.tags, mode=s.mode,
-            dir=str(self.run_dir), id=run_id, resume="allow", name=run_name, config=config,
+            project=s.project,
+            entity=s.entity,
+            group=s.group,
+            tags=s.tags,
+            mode=s.mode,
+            dir=str(self.run_dir),
+            id=run_id,
+            resume="allow",
+            name=run_name,
+            config=config,
             settings=wandb.Settings(console="off", x_disable_stats=True),
         )
 
