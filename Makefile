@@ -58,7 +58,8 @@ bench: $(STAMP) ## throughput benchmarks (not run by CI); results in outputs/ben
 	@for b in $(BENCH_EXTRA); do $(PY) -m benchmarks.$$b | tee outputs/bench/$$b.md || exit 1; done
 
 ISING_LEARNING_SAMPLERS ?= gibbs,gwg,dula,dmala
-ISING_LEARNING_STEPS = $(if $(filter smoke,$(SCALE)),5,10,5,10,25,50,100)
+comma := ,
+ISING_LEARNING_STEPS = $(if $(filter smoke,$(SCALE)),5$(comma)10,5$(comma)10$(comma)25$(comma)50$(comma)100)
 
 .PHONY: table-ising-learning
 table-ising-learning: $(STAMP) ## Ising learning log-RMSE table + figures (DLP Fig. 5 / RMwGGIS Table 3)
