@@ -1,0 +1,56 @@
+"""MLP energy for binary vectors (RMwGGIS Sec. 5.1; ALOE/GWG synthetic experiments)."""
+
+from __future__ import annotations
+
+import torch
+from torch import Tensor, nn
+
+from ebmlab.errors import check
+from ebmlab.models.base import EnergyModel
+
+
+class Swish(nn.Module):
+    """x * sigmoid(beta * x) with a learnable scalar beta (initialised to 1)."""
+
+    def __init__(self, learn_beta: bool = True):
+        super().__init__()
+        beta = torch.tensor(1.0)
+        if learn_beta:
+            self.beta = nn.Parameter(beta)
+        else:
+            self.register_buffer("beta", beta)
+
+    def forward(self, x: Tensor) -> Tensor:
+        return x * torch.sigmoid(self.beta * x)
+
+
+class MLPEnergy(EnergyModel):
+    """E(x) = MLP(x): dim -> hidden_dim (x num_layers, Swish) -> 1; ``log_prob = -E``.
+
+    As in the RMwGGIS reference code, ONE Swish module (so one learnable beta) is shared
+    by every hidden layer. The input is the raw {0,1} vector.
+    """
+
+    state_kind = "binary"
+
+    def __init__(
+        self, dim: int = 32, hidden_dim: int = 256, num_layers: int = 3, learn_beta: bool = True
+    ):
+        super().__init__()
+        check(dim >= 1, "dim", f"must be a positive integer (got {dim})")
+        check(hidden_dim >= 1, "hidden_dim", f"must be a positive integer (got {hidden_dim})")
+        check(num_layers >= 1, "num_layers", f"must be an integer >= 1 (got {num_layers})")
+        self.dim = dim
+        self.act = Swish(learn_beta)
+        sizes = [dim] + [hidden_dim] * num_layers
+        self.hidden = nn.ModuleList(nn.Linear(a, b) for a, b in zip(sizes[:-1], sizes[1:]))
+        self.out = nn.Linear(hidden_dim, 1)
+
+    def energy(self, x: Tensor) -> Tensor:
+        h = x
+        for layer in self.hidden:
+            h = self.act(layer(h))
+        return self.out(h).squeeze(-1)
+
+    def log_prob(self, x: Tensor) -> Tensor:
+        return -self.energy(x)

@@ -1,0 +1,317 @@
+import itertools
+import math
+from pathlib import Path
+
+import pytest
+import torch
+from hydra.utils import instantiate
+from omegaconf import OmegaConf
+from torch import nn
+
+from ebmlab.errors import ConfigError, DivergenceError
+from ebmlab.learning.ratio_matching import (
+    RatioMatchingLearner,
+    flip_all,
+    gradient_proposal,
+    ratio_matching_loss,
+    ratio_matching_terms,
+    rmwggis_loss,
+    rmwrand_loss,
+)
+from ebmlab.models.mlp_energy import MLPEnergy
+
+CONF = Path(__file__).resolve().parents[1] / "conf"
+
+
+def _model(d: int, seed: int = 0, hidden: int = 16) -> MLPEnergy:
+    torch.manual_seed(seed)
+    m = MLPEnergy(dim=d, hidden_dim=hidden, num_layers=2).double()
+    with torch.no_grad():
+        for p in m.parameters():
+            p.mul_(3.0)  # spread energies so that every term differs
+    return m
+
+
+def _bits(n: int, d: int, gen) -> torch.Tensor:
+    return torch.randint(0, 2, (n, d), generator=gen).double()
+
+
+class Linear(nn.Module):
+    """E(x) = w.x + c: the first-order neighbour energies are exact."""
+
+    def __init__(self, w):
+        super().__init__()
+        self.w = nn.Parameter(w)
+
+    def log_prob(self, x):
+        return -(x @ self.w)
+
+
+def _brute_rm(model, x):
+    out = []
+    for b in range(x.shape[0]):
+        e = -float(model.log_prob(x[b : b + 1]).detach())
+        tot = 0.0
+        for i in range(x.shape[1]):
+            y = x[b].clone()
+            y[i] = 1 - y[i]
+            tot += math.exp(2 * (e + float(model.log_prob(y[None]).detach())))
+        out.append(tot)
+    return torch.tensor(out, dtype=torch.float64)
+
+
+def test_flip_all():
+    x = torch.tensor([[1.0, 0.0, 1.0]])
+    assert flip_all(x)[0].tolist() == [[0, 0, 1], [1, 1, 1], [1, 0, 0]]
+
+
+def test_rm_matches_double_loop(gen):
+    model, x = _model(7), _bits(5, 7, gen)
+    per = ratio_matching_loss(model, x, reduction="none")
+    assert torch.allclose(per, _brute_rm(model, x), rtol=1e-10)
+    assert torch.allclose(ratio_matching_loss(model, x), per.mean())
+    assert torch.allclose(ratio_matching_loss(model, x, chunk_size=4), per.mean())
+
+
+def test_sampled_terms_pair_each_sample(gen):
+    # distinct samples and distinct indices per sample: a term computed from another
+    # sample's energy or neighbour (the reference's reshape-order bug) cannot match
+    n, d, s = 6, 8, 3
+    model, x = _model(d), _bits(n, d, gen)
+    x[:, 0] = torch.arange(n) % 2
+    idx = torch.stack([torch.randperm(d, generator=gen)[:s] for _ in range(n)])
+    terms = ratio_matching_terms(model, x, idx).detach()
+    for b, t in itertools.product(range(n), range(s)):
+        y = x[b].clone()
+        y[idx[b, t]] = 1 - y[idx[b, t]]
+        with torch.no_grad():
+            want = math.exp(2 * float(model.log_prob(y[None]) - model.log_prob(x[b : b + 1])))
+        assert float(terms[b, t]) == pytest.approx(want, rel=1e-10)
+
+
+@pytest.mark.parametrize("fn", ["ggis", "rand"])
+def test_advanced_with_all_indices_is_full_rm(fn, gen):
+    d = 9
+    model, x = _model(d, seed=1), _bits(8, d, gen)
+    if fn == "ggis":
+        est = rmwggis_loss(model, x, s=d, variant="advanced", generator=gen, reduction="none")
+    else:
+        est = rmwrand_loss(model, x, s=d, generator=gen, replacement=False, reduction="none")
+    assert torch.allclose(est, ratio_matching_loss(model, x, reduction="none"), rtol=1e-10)
+
+
+def test_gradient_proposal_sign_and_form(gen):
+    # for a linear energy E(x) - E(x_-i) = (2x_i - 1) w_i exactly, so the gradient-guided
+    # proposal equals the optimal one (Fact 1): n*(i) ∝ exp(2 (E(x) - E(x_-i)))
+    d = 10
+    w = torch.randn(d, generator=gen, dtype=torch.float64)
+    model, x = Linear(w), _bits(4, d, gen)
+    e_x, log_q = gradient_proposal(model, x)
+    e_nb = -model.log_prob(flip_all(x).reshape(-1, d)).reshape(4, d)
+    want = torch.log_softmax(2 * (e_x[:, None] - e_nb), dim=-1)
+    assert torch.allclose(log_q, want.detach(), atol=1e-12)
+    assert not log_q.requires_grad and e_x.requires_grad
+
+
+def _grouped_estimates(fn, model, x, reps, gen):
+    xr = x.repeat_interleave(reps, dim=0)
+    est = fn(model, xr, gen).reshape(x.shape[0], reps)
+    return est.mean(1), est.std(1) / math.sqrt(reps)
+
+
+@pytest.mark.parametrize("fn", ["ggis", "rand"])
+def test_basic_estimator_unbiased(fn, gen):
+    d, s, reps = 10, 3, 4000
+    model, x = _model(d, seed=2), _bits(4, d, gen)
+    full = ratio_matching_loss(model, x, reduction="none").detach()
+    if fn == "ggis":
+
+        def est_fn(m, xr, g):
+            return rmwggis_loss(m, xr, s, "basic", True, g, reduction="none").detach()
+    else:
+
+        def est_fn(m, xr, g):
+            return rmwrand_loss(m, xr, s, g, "basic", True, reduction="none").detach()
+
+    mean, se = _grouped_estimates(est_fn, model, x, reps, gen)
+    z = (mean - full) / se
+    assert torch.all(z.abs() < 4.5), (mean, full, se)
+    # sanity: the advanced (unweighted) objective is NOT an unbiased estimate of RM
+    adv = rmwggis_loss(model, x.repeat_interleave(200, 0), s, "advanced", True, gen, "none")
+    assert not torch.allclose(adv.detach().reshape(4, 200).mean(1), full, rtol=0.05)
+
+
+def test_gradient_stopped_through_importance_weights():
+    d, s = 8, 3
+    model, x = _model(d, seed=3), _bits(5, d, torch.Generator().manual_seed(1))
+    loss = rmwggis_loss(model, x, s, "basic", False, torch.Generator().manual_seed(7))
+    got = torch.autograd.grad(loss, list(model.parameters()))
+
+    # same draw rebuilt by hand, weights as constants vs weights carrying a gradient
+    xg = x.clone().requires_grad_(True)
+    e_x = -model.log_prob(xg)
+    (g,) = torch.autograd.grad(e_x.sum(), xg, create_graph=True)
+    log_q = torch.log_softmax(2 * (2 * x - 1) * g, -1)
+    idx = torch.multinomial(
+        log_q.detach().double().exp(), s, generator=torch.Generator().manual_seed(7)
+    )
+    terms = ratio_matching_terms(model, x, idx, e_x=e_x)
+    w = torch.exp(-log_q.gather(1, idx)) / s
+    const = torch.autograd.grad(
+        (w.detach() * terms).sum(-1).mean(), list(model.parameters()), retain_graph=True
+    )
+    through = torch.autograd.grad((w * terms).sum(-1).mean(), list(model.parameters()))
+    assert all(torch.allclose(a, b, rtol=1e-8, atol=1e-12) for a, b in zip(got, const))
+    assert not all(torch.allclose(a, b, rtol=1e-3) for a, b in zip(got, through))
+
+
+def test_without_replacement_indices_distinct():
+    d, s = 12, 6
+    model, x = _model(d), _bits(50, d, torch.Generator().manual_seed(0))
+    _, log_q = gradient_proposal(model, x)
+    g = torch.Generator().manual_seed(5)
+    idx = torch.multinomial(log_q.exp(), s, replacement=False, generator=g)
+    assert all(len(set(r)) == s for r in idx.tolist())
+    with pytest.raises(ConfigError) as e:
+        rmwggis_loss(model, x, s=d + 1, replacement=False, generator=g)
+    assert e.value.key == "s"
+
+
+def _toy_data(n, gen):
+    # two noisy modes in {0,1}^8
+    modes = torch.tensor([[1, 1, 1, 1, 0, 0, 0, 0], [0, 0, 1, 1, 1, 1, 0, 1]], dtype=torch.float32)
+    x = modes[torch.randint(0, 2, (n,), generator=gen)]
+    noise = (torch.rand(x.shape, generator=gen) < 0.05).float()
+    return (x + noise) % 2
+
+
+def _exact_nll(model, x):
+    states = torch.tensor(list(itertools.product([0.0, 1.0], repeat=8)))
+    with torch.no_grad():
+        log_z = torch.logsumexp(model.log_prob(states), 0)
+        return float(log_z - model.log_prob(x).mean())
+
+
+@pytest.mark.parametrize("variant", ["advanced", pytest.param("basic", marks=pytest.mark.slow)])
+def test_rmwggis_training_reduces_rm_objective(variant):
+    gen = torch.Generator().manual_seed(0)
+    torch.manual_seed(0)
+    model = MLPEnergy(dim=8, hidden_dim=32, num_layers=2)
+    with torch.no_grad():
+        for p in model.parameters():
+            p.mul_(3.0)  # a rough initial energy, so the RM objective starts high
+    learner = RatioMatchingLearner(objective="rmwggis", variant=variant, s=3, lr=3e-3)
+    opt = learner.make_optimizer(model.parameters())
+    test = _toy_data(500, torch.Generator().manual_seed(99))
+    with torch.no_grad():
+        before = float(ratio_matching_loss(model, test))
+    nll_before = _exact_nll(model, test)
+    for _ in range(150):
+        out = learner.step(model, opt, _toy_data(32, gen), gen)
+        assert math.isfinite(out["loss"]) and out["grad_norm"] >= 0
+    with torch.no_grad():
+        after = float(ratio_matching_loss(model, test))
+    assert learner.num_steps == 150
+    assert after < 0.3 * before, (before, after)
+    # exact NLL by enumeration (data entropy is about 2.3 nats, uniform 5.5, init 6.7)
+    assert _exact_nll(model, test) < nll_before - 1.5
+
+
+def test_learner_gradient_clipping():
+    gen = torch.Generator().manual_seed(0)
+    model = MLPEnergy(dim=8, hidden_dim=16, num_layers=1)
+    learner = RatioMatchingLearner(objective="rm", grad_clip=1e-3, lr=1e-3)
+    opt = learner.make_optimizer(model.parameters())
+    out = learner.step(model, opt, _toy_data(32, gen), gen)
+    clipped = torch.sqrt(sum((p.grad**2).sum() for p in model.parameters()))
+    assert out["grad_norm"] > 1e-3  # the reported norm is the norm before clipping
+    assert float(clipped) == pytest.approx(1e-3, rel=1e-4)
+
+
+def test_learner_divergence_raises():
+    gen = torch.Generator().manual_seed(0)
+    model = MLPEnergy(dim=8, hidden_dim=16, num_layers=1)
+    learner = RatioMatchingLearner(objective="rmwrand", s=2)
+    opt = learner.make_optimizer(model.parameters())
+    learner.step(model, opt, _toy_data(16, gen), gen)
+    with torch.no_grad():
+        model.out.bias.fill_(float("nan"))
+    with pytest.raises(DivergenceError) as e:
+        learner.step(model, opt, _toy_data(16, gen), gen)
+    assert e.value.step == 1 and "loss" in str(e.value)
+
+
+@pytest.mark.parametrize(
+    "kw,key",
+    [
+        ({"objective": "nce"}, "objective"),
+        ({"variant": "fancy"}, "variant"),
+        ({"s": 0}, "s"),
+        ({"lr": 0.0}, "lr"),
+        ({"grad_clip": -1.0}, "grad_clip"),
+        ({"weight_decay": -1.0}, "weight_decay"),
+    ],
+)
+def test_learner_config_errors(kw, key):
+    with pytest.raises(ConfigError) as e:
+        RatioMatchingLearner(**kw)
+    assert e.value.key == key
+
+
+@pytest.mark.parametrize(
+    "name,objective,lr",
+    [("rm", "rm", 5e-4), ("rmwggis", "rmwggis", 5e-4), ("rmwrand", "rmwrand", 1e-4)],
+)
+def test_learner_configs_instantiate(name, objective, lr):
+    cfg = OmegaConf.load(CONF / "learner" / f"{name}.yaml")
+    learner = instantiate(cfg)
+    assert isinstance(learner, RatioMatchingLearner)
+    assert learner.objective == objective and learner.lr == lr
+    assert learner.s == 10 and learner.weight_decay == 1e-4 and learner.grad_clip == 1.0
+
+
+def test_model_and_dataset_configs_instantiate():
+    root = OmegaConf.create(
+        {
+            "dataset": OmegaConf.load(CONF / "dataset" / "synthetic_2d.yaml"),
+            "model": OmegaConf.load(CONF / "model" / "mlp_energy.yaml"),
+        }
+    )
+    ds, model = instantiate(root.dataset), instantiate(root.model)
+    assert ds.dim == model.dim == 32 and ds.name == "2spirals"
+    x = ds.sample(5, torch.Generator().manual_seed(0))
+    assert model.log_prob(x).shape == (5,)
+    n_beta = sum(1 for n, _ in model.named_parameters() if "beta" in n)
+    assert n_beta == 1 and len(model.hidden) == 3 and model.hidden[0].out_features == 256
+
+
+def _bench_module():
+    import importlib.util
+
+    path = CONF.parent / "benchmarks" / "bench_ratio_matching.py"
+    spec = importlib.util.spec_from_file_location("bench_ratio_matching", path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def test_bench_table_format():
+    rows = [
+        {"dim": 64, "method": "rm", "time_s": 2.0, "cpu_time_s": 3.0, "mem_bytes": 100 * 2**20},
+        {"dim": 64, "method": "rmwggis", "time_s": 0.5, "cpu_time_s": 1.0, "mem_bytes": 2**22},
+        {"dim": 128, "method": "rm", "error": "timeout after 5 s"},
+    ]
+    t = _bench_module().table(rows, [64, 128])
+    assert "| 64 | 2.0000 | 0.5000 | 4.0x | 100.0 | 4.0 | 96.0% |" in t
+    assert "| 128 | timeout after 5 s | - | - | - | - | - |" in t
+    assert "| 3.0x |" in _bench_module().table(rows, [64], clock="cpu")
+
+
+@pytest.mark.slow
+def test_bench_runs_end_to_end(tmp_path, capsys):
+    out = tmp_path / "rows.json"
+    _bench_module().main(["--dims", "16", "--repeats", "1", "--device", "cpu", "--json", str(out)])
+    rows = __import__("json").loads(out.read_text())
+    assert {r["method"] for r in rows} == {"rm", "rmwggis"}
+    assert all(r["time_s"] > 0 and r["mem_bytes"] >= 0 for r in rows)
+    assert "| 16 |" in capsys.readouterr().out
