@@ -12,7 +12,7 @@ import math
 import torch
 from torch import Tensor
 
-from ebmlab.errors import ConfigError
+from ebmlab.errors import ConfigError, check
 
 KINDS = ("iso", "aniso")
 WEIGHTS = (0.33, 0.33, 0.34)
@@ -46,3 +46,24 @@ def gmm_toy_log_prob(x: Tensor, kind: str = "iso") -> Tensor:
     z = (x[:, None, :] - m[None]) / s[None]
     comp = -0.5 * (z**2).sum(-1) - torch.log(s).sum(-1) - math.log(2 * math.pi)
     return torch.logsumexp(comp + torch.log(w), dim=1)
+
+
+class GMMToyDataset:
+    """The 2-D mixture of ``ebmlab.data.gmm_toy`` as a config target: ``n_points`` drawn once
+    from a generator seeded with ``seed`` (the same points for every sampler and run seed)."""
+
+    def __init__(self, kind: str = "iso", n_points: int = 1000, seed: int = 1234, dim: int = 2):
+        if kind not in KINDS:
+            raise ConfigError("kind", f"one of {list(KINDS)} (got {kind!r})")
+        check(isinstance(n_points, int) and n_points >= 2, "n_points", f">= 2 (got {n_points})")
+        check(dim == 2, "dim", f"the mixture is 2-D (got {dim})")
+        self.kind, self.n_points, self.seed, self.dim = kind, n_points, int(seed), 2
+
+    def points(self) -> Tensor:
+        return gmm_toy(self.kind, self.n_points, torch.Generator().manual_seed(self.seed))
+
+    def fresh(self, n: int, seed: int) -> Tensor:
+        return gmm_toy(self.kind, n, torch.Generator().manual_seed(seed))
+
+    def log_prob(self, x: Tensor) -> Tensor:
+        return gmm_toy_log_prob(x, self.kind)
