@@ -1,0 +1,261 @@
+"""PCD with a replay buffer, warm-up and EMA weights (GWG / DLP / ACS deep-EBM training).
+
+Each iteration (PROTOCOLS.md "Deep EBMs"):
+
+1. draw ``batch_size`` distinct chains from the replay buffer (``buffer_size`` states,
+   initialised from the model's Bernoulli base); each is re-initialised from the base with
+   probability ``reinit_freq``;
+2. run ``sampler_steps`` steps of the sampler on them under the current model and write them
+   back. With ``sampler=acs`` the steps follow ACS's PCD schedule (ACS Algorithm 6, App. B):
+   one exploration iteration per cycle at (alpha_max, beta_max) without MH
+   (``explore_steps``), the others at (alpha_min, 0.5) with MH, and the periodic re-tuning of
+   alpha_max / alpha_min replacing the sampling of an iteration;
+3. one Adam step on ``loss = mean f(samples) - mean f(data)`` (+ ``energy_l2`` times the mean
+   squared network output of both), learning rate ramped linearly over ``warmup_iters``;
+4. EMA of the weights: ``theta_ema <- ema theta_ema + (1 - ema) theta``.
+
+A non-finite loss or parameter, or ``|loss| > max_abs_loss``, raises
+:class:`~ebmlab.errors.DivergenceError` (checkpoints written before stay as they are).
+"""
+
+from __future__ import annotations
+
+import copy
+import math
+
+import torch
+from torch import Tensor
+
+from ebmlab.errors import DivergenceError, check
+
+
+class PCDBuffer:
+    """Replay-buffer PCD learner. Models need ``sample_base(n, generator)`` (a base draw).
+
+    Args:
+        buffer_size: replay buffer states (papers: 10,000; 1,000 for Caltech).
+        batch_size: data and sampled chains per iteration (100).
+        sampler_steps: sampler steps per iteration (DLP 40; ACS 10, Caltech 30).
+        lr: Adam learning rate after warm-up (1e-4).
+        warmup_iters: iterations of the linear learning-rate warm-up (10,000; 0 = none).
+        ema: EMA decay of the weights (0.999; 0 = EMA equals the current weights).
+        reinit_freq: probability that a drawn chain restarts from the base (0 = never).
+        explore_steps: ACS exploration-iteration steps; 0 = sampler_steps // 2 (App. D.4).
+        energy_l2: weight of mean(net(data)^2 + net(samples)^2) (0 = off; ours, optional).
+        max_abs_loss: |loss| above this counts as divergence.
+    """
+
+    def __init__(
+        self,
+        buffer_size: int = 10000,
+        batch_size: int = 100,
+        sampler_steps: int = 40,
+        lr: float = 1e-4,
+        warmup_iters: int = 10000,
+        ema: float = 0.999,
+        reinit_freq: float = 0.0,
+        explore_steps: int = 0,
+        energy_l2: float = 0.0,
+        max_abs_loss: float = 1e6,
+    ):
+        check(buffer_size >= 1, "buffer_size", f"must be >= 1 (got {buffer_size})")
+        check(batch_size >= 1, "batch_size", f"must be >= 1 (got {batch_size})")
+        check(
+            batch_size <= buffer_size,
+            "batch_size",
+            f"must be <= buffer_size={buffer_size} (got {batch_size})",
+        )
+        check(sampler_steps >= 1, "sampler_steps", f"must be >= 1 (got {sampler_steps})")
+        check(lr > 0, "lr", f"must be > 0 (got {lr})")
+        check(warmup_iters >= 0, "warmup_iters", f"must be >= 0 (got {warmup_iters})")
+        check(0 <= ema < 1, "ema", f"must be in [0, 1) (got {ema})")
+        check(0 <= reinit_freq <= 1, "reinit_freq", f"must be in [0, 1] (got {reinit_freq})")
+        check(explore_steps >= 0, "explore_steps", f"must be >= 0 (got {explore_steps})")
+        check(energy_l2 >= 0, "energy_l2", f"must be >= 0 (got {energy_l2})")
+        check(max_abs_loss > 0, "max_abs_loss", f"must be > 0 (got {max_abs_loss})")
+        self.buffer_size, self.batch_size = int(buffer_size), int(batch_size)
+        self.sampler_steps, self.lr, self.warmup_iters = int(sampler_steps), float(lr), warmup_iters
+        self.ema, self.reinit_freq, self.energy_l2 = float(ema), float(reinit_freq), energy_l2
+        self.explore_steps = int(explore_steps) or max(1, self.sampler_steps // 2)
+        self.max_abs_loss = float(max_abs_loss)
+        self.buffer: Tensor | None = None
+        self.optimizer: torch.optim.Optimizer | None = None
+        self.ema_model = None
+        self.sampler = None
+        self.iteration = 0
+
+    # -- setup ----------------------------------------------------------------------------
+    def setup(self, model, sampler, generator: torch.Generator) -> None:
+        """Adam on the model's parameters, EMA copy, buffer drawn from the model's base."""
+        self.sampler = sampler
+        self.acs_schedule = all(
+            hasattr(sampler, m) for m in ("pcd_step", "pcd_retune", "pcd_tune_action")
+        )
+        self.optimizer = torch.optim.Adam(
+            [p for p in model.parameters() if p.requires_grad], lr=self.lr
+        )
+        self.ema_model = copy.deepcopy(model)
+        for p in self.ema_model.parameters():
+            p.requires_grad_(False)
+        self.buffer = model.sample_base(self.buffer_size, generator).detach()
+        self.iteration = 0
+
+    def current_lr(self) -> float:
+        if self.warmup_iters == 0:
+            return self.lr
+        return self.lr * min(1.0, (self.iteration + 1) / self.warmup_iters)
+
+    # -- sampling -------------------------------------------------------------------------
+    def _sample(self, model, x0: Tensor, generator: torch.Generator) -> tuple[Tensor, dict]:
+        s = self.sampler
+        state = s.init(model, x0)
+        n_lp, n_grad = s.init_cost()
+        out: dict = {}
+        action = s.pcd_tune_action(self.iteration) if self.acs_schedule else None
+        if action is not None:
+            state, res = s.pcd_retune(model, state, generator, action)
+            acc = [r["accept"] for r in res.trace]
+            out = {"accept_rate": sum(acc) / len(acc) if acc else float("nan"), "jump": math.nan}
+            n_lp, n_grad = n_lp + res.n_log_prob, n_grad + res.n_grad
+        elif self.acs_schedule:
+            explore = self.iteration % s.pcd_cycle_length == 0
+            k = self.explore_steps if explore else self.sampler_steps
+            state, info = s.pcd_step(model, state, generator, self.iteration, k)
+            out = {"accept_rate": float(info.accept_prob.mean()), "jump": float(info.jump.mean())}
+            n_lp, n_grad = n_lp + info.n_log_prob, n_grad + info.n_grad
+        else:
+            acc = jump = 0.0
+            for _ in range(self.sampler_steps):
+                state, info = s.step(model, state, generator)
+                acc += float(info.accept_prob.float().mean())
+                jump += float(info.jump.float().mean())
+                n_lp, n_grad = n_lp + info.n_log_prob, n_grad + info.n_grad
+            out = {"accept_rate": acc / self.sampler_steps, "jump": jump / self.sampler_steps}
+        if self.acs_schedule:
+            out["alpha_max"], out["alpha_min"] = float(s.alpha_max), float(s.alpha_min)
+        out["n_log_prob"], out["n_grad"] = float(n_lp), float(n_grad)
+        return state.x.detach(), out
+
+    # -- one iteration --------------------------------------------------------------------
+    def step(self, model, batch: Tensor, generator: torch.Generator) -> dict:
+        """One PCD iteration on a binarised data batch; returns scalars for logging."""
+        n, dev = self.buffer.shape[0], self.buffer.device
+        idx = torch.randperm(n, generator=generator, device=dev)[: self.batch_size]
+        x0 = self.buffer[idx]
+        if self.reinit_freq > 0:
+            fresh = model.sample_base(self.batch_size, generator)
+            u = torch.rand(self.batch_size, generator=generator, device=dev)
+            x0 = torch.where((u < self.reinit_freq)[:, None], fresh.reshape(x0.shape), x0)
+        xs, info = self._sample(model, x0, generator)
+        self.buffer[idx] = xs
+        lr = self.current_lr()
+        for group in self.optimizer.param_groups:
+            group["lr"] = lr
+        f_pos, f_neg = model.log_prob(batch), model.log_prob(xs)
+        loss = f_neg.mean() - f_pos.mean()
+        total = loss
+        if self.energy_l2 > 0:
+            base_pos, base_neg = model.base_log_prob(batch), model.base_log_prob(xs)
+            reg = ((f_pos - base_pos) ** 2).mean() + ((f_neg - base_neg) ** 2).mean()
+            total = loss + self.energy_l2 * reg
+        self.iteration += 1
+        value = float(loss.detach())
+        if not math.isfinite(value):
+            raise DivergenceError(self.iteration, "the PCD loss")
+        if abs(value) > self.max_abs_loss:
+            raise DivergenceError(self.iteration, f"|loss| <= max_abs_loss ({value:.3g})")
+        self.optimizer.zero_grad(set_to_none=True)
+        total.backward()
+        self.optimizer.step()
+        for p in model.parameters():
+            if not torch.isfinite(p).all():
+                raise DivergenceError(self.iteration, "a model parameter")
+        self._update_ema(model)
+        return {"loss": value, "lr": lr, **info}
+
+    @torch.no_grad()
+    def _update_ema(self, model) -> None:
+        for pe, p in zip(self.ema_model.parameters(), model.parameters()):
+            pe.mul_(self.ema).add_(p.detach(), alpha=1.0 - self.ema)
+        for be, b in zip(self.ema_model.buffers(), model.buffers()):
+            be.copy_(b)
+
+    # -- checkpoints ----------------------------------------------------------------------
+    def state_dict(self) -> dict:
+        return {
+            "buffer": self.buffer,
+            "optimizer": self.optimizer.state_dict(),
+            "ema": self.ema_model.state_dict(),
+            "iteration": self.iteration,
+            "sampler": self.sampler.state_dict(),
+        }
+
+    def load_state_dict(self, d: dict) -> None:
+        self.buffer = d["buffer"].to(self.buffer.device).clone()
+        self.optimizer.load_state_dict(copy.deepcopy(d["optimizer"]))
+        self.ema_model.load_state_dict(d["ema"])
+        self.iteration = int(d["iteration"])
+        self.sampler.load_state_dict(d["sampler"])
+
+
+def deep_ebm_ais(
+    model,
+    sampler,
+    betas: Tensor,
+    n_chains: int,
+    generator: torch.Generator,
+    progress: bool = False,
+):
+    """AIS estimate of log Z for a model with a normalised Bernoulli base (DLP / ACS protocol).
+
+    Intermediate densities f_b = base + b net (linear schedule from the base to the model);
+    the transition at each temperature is one step of ``sampler`` on
+    :class:`~ebmlab.models.resnet_ebm.TemperedEBM` (so it leaves f_b invariant). The network's
+    value and gradient at the current states are carried from one temperature to the next:
+    one forward + backward per temperature.
+    """
+    from ebmlab.metrics.ais import ais_log_z
+    from ebmlab.models.resnet_ebm import TemperedEBM
+    from ebmlab.samplers.base import ChainState
+
+    tempered = TemperedEBM(model)
+    cache: dict = {}
+
+    def base_sample(n: int, gen: torch.Generator) -> Tensor:
+        x = model.sample_base(n, gen)
+        cache["x"] = x
+        cache["net"], cache["gnet"] = tempered.net_value_and_grad(x)
+        return x
+
+    def target_log_prob(x: Tensor) -> Tensor:
+        net = cache["net"] if x is cache.get("x") else model.net(x)
+        return model.base_log_prob(x) + net
+
+    def transition(x: Tensor, beta: float, gen: torch.Generator) -> Tensor:
+        if x is not cache.get("x"):
+            cache["x"] = x
+            cache["net"], cache["gnet"] = tempered.net_value_and_grad(x)
+        net, gnet = cache["net"], cache["gnet"]
+        tempered.beta = float(beta)
+        lp, g = tempered.combine(x, net, gnet)
+        tempered.last = None
+        state, _ = sampler.step(tempered, ChainState(x=x, log_prob=lp, grad=g), gen)
+        y = state.x
+        if tempered.last is not None:  # proposal evaluated: take its values where accepted
+            py, ny, gy = tempered.last
+            took = (y.reshape(y.shape[0], -1) == py.reshape(py.shape[0], -1)).all(-1)
+            net = torch.where(took, ny, net)
+            gnet = torch.where(took.view(-1, *([1] * (gnet.dim() - 1))), gy, gnet)
+        cache["x"], cache["net"], cache["gnet"] = y, net, gnet
+        return y
+
+    return ais_log_z(
+        base_sample,
+        model.base_log_prob,
+        target_log_prob,
+        transition,
+        betas,
+        n_chains,
+        generator,
+        progress=progress,
+    )

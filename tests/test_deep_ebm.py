@@ -1,0 +1,339 @@
+"""Deep EBMs: ResNet energy, replay-buffer PCD with EMA, AIS against exact enumeration, the
+ebm_learning / ebm_mixing tasks end to end, resume after SIGKILL, divergence."""
+
+from __future__ import annotations
+
+import math
+import sys
+
+import pytest
+import torch
+
+from ebmlab.errors import ConfigError, DivergenceError
+from ebmlab.learning.pcd_buffer import PCDBuffer, deep_ebm_ais
+from ebmlab.metrics.ais import ais_log_z, linear_betas
+from ebmlab.models.resnet_ebm import ResNetEBM, TemperedEBM
+from ebmlab.samplers.base import ChainState
+from ebmlab.samplers.dlp import DMALA
+from ebmlab.samplers.gwg import GWG
+from ebmlab.utils.logging import read_metrics
+from tests.helpers import REPO, run_cli
+
+FIX = str(REPO / "tests" / "fixtures" / "images")
+
+
+def tiny_model(seed: int = 0) -> ResNetEBM:
+    """A 12-pixel (3x4) ResNet EBM whose network output varies by a few nats."""
+    torch.manual_seed(seed)
+    m = ResNetEBM(n_channels=4, n_blocks=1, dim=12, image_shape=[3, 4])
+    with torch.no_grad():
+        for mod in m.modules():
+            if isinstance(mod, torch.nn.Conv2d):
+                mod.weight.mul_(3.0)
+        m.out.weight.mul_(4.0)
+    g = torch.Generator().manual_seed(seed + 1)
+    m.set_base_mean(torch.rand(12, generator=g) * 0.8 + 0.1)
+    return m
+
+
+def all_states(d: int) -> torch.Tensor:
+    idx = torch.arange(2**d)
+    return ((idx[:, None] >> torch.arange(d)) & 1).float()
+
+
+def test_resnet64_has_about_600k_parameters_and_shapes():
+    m = ResNetEBM()
+    n = sum(p.numel() for p in m.parameters())
+    assert 590_000 < n < 610_000  # PROTOCOLS.md: "about 600k"
+    assert sum(p.numel() for p in ResNetEBM(n_channels=16, n_blocks=2).parameters()) < 25_000
+    x = (torch.rand(3, 784) < 0.5).float()
+    assert m.log_prob(x).shape == (3,) and m.log_prob(x.reshape(3, 28, 28)).shape == (3,)
+
+
+def test_bad_model_args_name_the_key():
+    with pytest.raises(ConfigError, match="image_shape"):
+        ResNetEBM(dim=784, image_shape=[28, 27])
+    with pytest.raises(ConfigError, match="base_eps"):
+        ResNetEBM(base_eps=0.7)
+    with pytest.raises(ConfigError, match="batch_size"):
+        PCDBuffer(buffer_size=10, batch_size=20)
+
+
+def test_base_is_normalised_and_log_prob_is_net_plus_base():
+    m = tiny_model()
+    x = all_states(12)
+    with torch.no_grad():
+        assert abs(float(torch.logsumexp(m.base_log_prob(x).double(), 0))) < 1e-5
+        torch.testing.assert_close(m.log_prob(x), m.net(x) + m.base_log_prob(x))
+        # base mean is the clamped data mean
+        mean = torch.zeros(12)
+        mean[0] = 1.0
+        m.set_base_mean(mean)
+        assert torch.allclose(m.base_mean[:2], torch.tensor([0.99, 0.01]), atol=1e-6)
+
+
+def test_tempered_model_gradient_matches_autograd():
+    m = tiny_model()
+    t = TemperedEBM(m, beta=0.3)
+    x = (torch.rand(5, 12) < 0.5).float()
+    lp, g = t.log_prob_and_grad(x)
+    xg = x.clone().requires_grad_(True)
+    ref = m.base_log_prob(xg) + 0.3 * m.net(xg)
+    (gr,) = torch.autograd.grad(ref.sum(), xg)
+    torch.testing.assert_close(lp, ref.detach())
+    torch.testing.assert_close(g, gr)
+
+
+@pytest.mark.parametrize(
+    "sampler",
+    [GWG(), pytest.param(DMALA(step_size=0.5), marks=pytest.mark.slow)],
+    ids=["gwg", "dmala"],
+)
+def test_ais_log_z_matches_enumeration(sampler):
+    m = tiny_model()
+    with torch.no_grad():
+        exact = float(torch.logsumexp(m.log_prob(all_states(12)).double(), 0))
+        spread = float(m.net(all_states(12)).std())
+    assert spread > 1.0  # the network reshapes the base density noticeably
+    g = torch.Generator().manual_seed(0)
+    res = deep_ebm_ais(m, sampler, linear_betas(200), 200, g)
+    # Monte Carlo noise floor from the sample (delta-method stderr) plus a small AIS bias allowance
+    assert abs(res.log_z - exact) < 4 * res.log_z_stderr + 0.05, (res.log_z, exact)
+
+
+def test_cached_ais_equals_uncached_reference():
+    """Carrying the network's value/gradient across temperatures changes nothing."""
+    m = tiny_model(seed=3)
+    betas = linear_betas(40)
+    cached = deep_ebm_ais(m, GWG(), betas, 16, torch.Generator().manual_seed(5))
+    sampler = GWG()
+
+    def transition(x, beta, gen):
+        t = TemperedEBM(m, beta)
+        lp, gr = t.log_prob_and_grad(x)
+        return sampler.step(t, ChainState(x=x, log_prob=lp, grad=gr), gen)[0].x
+
+    ref = ais_log_z(
+        lambda n, gen: m.sample_base(n, gen),
+        m.base_log_prob,
+        m.log_prob,
+        transition,
+        betas,
+        16,
+        torch.Generator().manual_seed(5),
+    )
+    torch.testing.assert_close(cached.log_weights, ref.log_weights, rtol=0, atol=1e-4)
+
+
+def test_learner_warmup_ema_and_state_round_trip():
+    g = torch.Generator().manual_seed(0)
+    m = tiny_model()
+    learner = PCDBuffer(buffer_size=20, batch_size=5, sampler_steps=2, lr=1e-2, warmup_iters=4)
+    learner.setup(m, DMALA(0.3), g)
+    assert learner.buffer.shape == (20, 12)
+    before = [p.detach().clone() for p in m.parameters()]
+    ema_before = [p.detach().clone() for p in learner.ema_model.parameters()]
+    data = (torch.rand(5, 12, generator=g) < 0.5).float()
+    info = learner.step(m, data, g)
+    assert info["lr"] == pytest.approx(1e-2 / 4) and info["n_grad"] == 3  # init + 2 steps
+    for pe0, p0, p, pe in zip(ema_before, before, m.parameters(), learner.ema_model.parameters()):
+        assert torch.allclose(pe0, p0)
+        torch.testing.assert_close(pe, 0.999 * p0 + 0.001 * p.detach())
+    for _ in range(4):
+        info = learner.step(m, data, g)
+    assert info["lr"] == pytest.approx(1e-2)
+    sd = learner.state_dict()
+    other = PCDBuffer(buffer_size=20, batch_size=5, sampler_steps=2, lr=1e-2, warmup_iters=4)
+    m2 = tiny_model(seed=9)
+    m2.load_state_dict(m.state_dict())
+    other.setup(m2, DMALA(0.3), torch.Generator().manual_seed(1))
+    other.load_state_dict(sd)
+    assert torch.equal(other.buffer, learner.buffer) and other.iteration == 5
+    g1, g2 = torch.Generator().manual_seed(7), torch.Generator().manual_seed(7)
+    a, b = learner.step(m, data, g1), other.step(m2, data, g2)
+    assert a == b
+    for p, q in zip(learner.ema_model.parameters(), other.ema_model.parameters()):
+        assert torch.equal(p, q)
+
+
+def test_learner_divergence_raises_with_step():
+    g = torch.Generator().manual_seed(0)
+    m = tiny_model()
+    learner = PCDBuffer(buffer_size=8, batch_size=4, sampler_steps=1)
+    learner.setup(m, GWG(), g)
+    data = (torch.rand(4, 12, generator=g) < 0.5).float()
+    learner.step(m, data, g)
+    with torch.no_grad():
+        m.out.bias.fill_(float("nan"))
+    with pytest.raises(DivergenceError, match="step 2"):
+        learner.step(m, data, g)
+
+
+def test_acs_pcd_schedule_in_replay_buffer():
+    from ebmlab.samplers.acs import ACS
+
+    g = torch.Generator().manual_seed(0)
+    m = tiny_model()
+    s = ACS(tune=False, pcd_cycle_length=3, pcd_tune_budget=5, alpha_candidates=5)
+    learner = PCDBuffer(buffer_size=12, batch_size=6, sampler_steps=4)
+    learner.setup(m, s, g)
+    data = (torch.rand(6, 12, generator=g) < 0.5).float()
+    infos = [learner.step(m, data, g) for _ in range(4)]
+    assert learner.acs_schedule
+    # iterations 0 and 1 re-tune (budget 5 + init), iteration 3 explores with 4 // 2 steps
+    assert infos[0]["n_grad"] == 6 and infos[1]["n_grad"] == 6
+    assert infos[2]["n_grad"] == 5 and infos[3]["n_grad"] == 3
+
+
+# ------------------------------------------------------------------------ end to end (CLI)
+
+TINY = [
+    "experiment=ebm_learning_smoke",
+    f"dataset.data_dir={FIX}",
+    "model.n_channels=4",
+    "model.n_blocks=0",
+    "learner.buffer_size=16",
+    "learner.batch_size=4",
+    "learner.sampler_steps=1",
+    "learner.warmup_iters=4",
+    "task.n_iters=12",
+    "task.log_every=2",
+    "task.checkpoint_every=4",
+    "task.valid_every=6",
+    "task.valid_ais_temps=8",
+    "task.valid_ais_chains=4",
+    "task.ais_temps=12",
+    "task.ais_chains=6",
+    "task.n_show=4",
+]
+
+
+@pytest.fixture(scope="module")
+def trained(tmp_path_factory):
+    d = tmp_path_factory.mktemp("ebm") / "clean"
+    p = run_cli(TINY, d)
+    return d, p.results
+
+
+def test_ebm_learning_end_to_end(trained):
+    d, r = trained
+    assert math.isfinite(r["test_ll"]) and r["test_ll"] < 0
+    assert r["n_iters"] == 12 and r["diverged_at"] == 0 and r["final_model"] == "best"
+    assert r["best_step"] in (6, 12) and r["evals_per_iter"] == 2
+    assert (d / "checkpoints" / "best.pt").exists() and (d / "checkpoints" / "last.pt").exists()
+    assert (d / "figures" / "buffer.png").exists() and (d / "figures" / "valid_ll.png").exists()
+    rows = read_metrics(d / "metrics.jsonl")
+    assert [row["step"] for row in rows if "valid_ll" in row] == [6, 12]
+
+
+@pytest.mark.slow  # two more CLI runs (~15 s of CPU)
+def test_ebm_learning_resume_after_sigkill_is_exact(trained, tmp_path):
+    clean_dir, clean = trained
+    killed = run_cli(
+        TINY, tmp_path / "killed", check=False, env={"EBMLAB_FAULT_KILL_AT_STEP": "10"}
+    )
+    assert killed.returncode == -9, killed.stderr
+    assert not (tmp_path / "killed" / "results.json").exists()
+    resumed = run_cli(TINY, tmp_path / "killed").results
+    timing = {"seconds", "time_per_iter", "ais_seconds"}
+    assert {k: v for k, v in resumed.items() if k not in timing} == {
+        k: v for k, v in clean.items() if k not in timing
+    }
+
+    def rows(d):
+        return [{k: v for k, v in r.items() if k != "seconds"} for r in read_metrics(d)]
+
+    assert rows(tmp_path / "killed" / "metrics.jsonl") == rows(clean_dir / "metrics.jsonl")
+    a = torch.load(clean_dir / "checkpoints" / "last.pt", weights_only=True)
+    b = torch.load(tmp_path / "killed" / "checkpoints" / "last.pt", weights_only=True)
+    assert torch.equal(a["learner"]["buffer"], b["learner"]["buffer"])
+    for k, v in a["learner"]["ema"].items():
+        assert torch.equal(v, b["learner"]["ema"][k])
+    sa, sb = a["learner"]["optimizer"]["state"], b["learner"]["optimizer"]["state"]
+    assert all(torch.equal(sa[i]["exp_avg_sq"], sb[i]["exp_avg_sq"]) for i in sa)
+
+
+def test_ebm_mixing_runs_from_checkpoint(trained, tmp_path):
+    d, _ = trained
+    args = [
+        "experiment=ebm_mixing_smoke",
+        f"task.checkpoint={d}",
+        "model.n_channels=4",
+        "model.n_blocks=0",
+        "task.n_chains=6",
+        "task.n_steps=20",
+        "task.n_show=6",
+        "sampler=dmala",
+    ]
+    r = run_cli(args, tmp_path / "mix").results
+    assert r["weights"] == "ema" and r["n_steps"] == 20 and 0 < r["accept_rate"] <= 1
+    rows = [x for x in read_metrics(tmp_path / "mix" / "metrics.jsonl") if "mean_log_prob" in x]
+    assert rows[0]["step"] == 0 and rows[-1]["step"] == 20
+    assert (tmp_path / "mix" / "figures" / "mean_log_prob.png").exists()
+    # a checkpoint that does not fit the model config fails clearly (exit 2, names the key)
+    code, err = _cli_inprocess([*args, "model.n_channels=8"], tmp_path / "bad")
+    assert code == 2 and "model" in err and "n_channels" in err and "Traceback" not in err
+
+
+def _cli_inprocess(args, run_dir, capsys=None):
+    """``python -m ebmlab.run`` in this process: (exit code, captured stderr)."""
+    import contextlib
+    import io
+
+    import ebmlab.run as entry
+
+    argv = [entry.__file__, f"--config-path={REPO / 'conf'}", *args]
+    argv += ["logger=none", "progress=false", f"hydra.run.dir={run_dir}"]
+    old, entry._STATE["task_started"] = sys.argv, False
+    err = io.StringIO()
+    code = 0
+    try:
+        sys.argv = argv
+        with contextlib.redirect_stderr(err):
+            entry.cli()
+    except SystemExit as e:
+        code = e.code or 0
+    finally:
+        sys.argv = old
+    return code, err.getvalue()
+
+
+def test_mixing_without_checkpoint_is_a_config_error(tmp_path):
+    code, err = _cli_inprocess(["experiment=ebm_mixing_smoke"], tmp_path / "run")
+    assert code == 2 and "task.checkpoint" in err
+
+
+def test_divergence_stops_training_and_keeps_good_checkpoints(tmp_path, monkeypatch, capsys):
+    """A NaN at iteration 11 stops training; last.pt stays at step 8, best.pt at step 6, and
+    the best checkpoint is evaluated (on_divergence=evaluate_best)."""
+    import ebmlab.run as entry
+
+    original = PCDBuffer.step
+
+    def step(self, model, batch, generator):
+        if self.iteration == 10:
+            with torch.no_grad():
+                next(model.parameters()).fill_(float("nan"))
+        return original(self, model, batch, generator)
+
+    monkeypatch.setattr(PCDBuffer, "step", step)
+    monkeypatch.setenv("EBMLAB_CACHE", str(tmp_path / "cache"))
+    run_dir = tmp_path / "run"
+    argv = [entry.__file__, f"--config-path={REPO / 'conf'}", *TINY]
+    argv += ["logger=none", "progress=false", f"hydra.run.dir={run_dir}"]
+    monkeypatch.setattr(sys, "argv", argv)
+    monkeypatch.setitem(entry._STATE, "task_started", False)
+    try:
+        entry.cli()
+    except SystemExit as e:
+        assert e.code in (0, None)
+    err = capsys.readouterr().err
+    assert "diverged at step 11" in err and "step 8" in err
+    last = torch.load(run_dir / "checkpoints" / "last.pt", weights_only=True)
+    best = torch.load(run_dir / "checkpoints" / "best.pt", weights_only=True)
+    assert last["_run"]["step"] == 8 and best["_run"]["step"] == 6
+    assert all(torch.isfinite(v).all() for v in last["model"].values())
+    import json
+
+    r = json.loads((run_dir / "results.json").read_text())["metrics"]
+    assert r["diverged_at"] == 11 and r["final_model"] == "best" and math.isfinite(r["test_ll"])
