@@ -20,7 +20,7 @@ import torch
 from hydra.core.hydra_config import HydraConfig
 from omegaconf import DictConfig, OmegaConf
 
-from ebmlab.errors import ConfigError
+from ebmlab.errors import ConfigError, DivergenceError
 from ebmlab.utils.config import build, validate_node
 from ebmlab.utils.context import RunContext
 from ebmlab.utils.logging import MetricLogger
@@ -159,6 +159,12 @@ def execute(cfg: DictConfig):
         _config_error(str(e))
     except FileNotFoundError as e:
         _config_error(f"missing file: {e}")
+    except DivergenceError as e:
+        print(
+            f"ebmlab: {e}; the last good checkpoint is kept in {run_dir / 'checkpoints'}",
+            file=sys.stderr,
+        )
+        sys.exit(1)
     _print_results(results, run_dir)
     return results.get(task.main_metric)
 
