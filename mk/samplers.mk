@@ -96,3 +96,4 @@ figure-acs-toy: $(STAMP) ## ACS Fig. 1: 2-D multimodal toy, ground truth vs RW, 
 	$(PY) scripts/make_table.py outputs/multirun/$(call exp,acs_toy) --group sampler \
 	  --metrics modes_visited mode_tv tv accept_rate jump seconds \
 	  --title "ACS 2-D toy ($(SCALE) scale)" --out $(TABLES)/$(call exp,acs_toy)
+BENCH_EXTRA += bench_ab

@@ -139,6 +139,13 @@ def solve_diagonal(
         )
 
     if solver == "auto":
+        lam0 = float(torch.linalg.eigvalsh(W)[0])
+        if lam0 >= 0.0:
+            # W is already PSD: D = 0 is optimal for both objectives (adding a PSD
+            # diagonal never lowers tr(D) below 0 nor lambda_max(W + D) below lambda_max(W)).
+            zero = torch.zeros(W.shape[0], dtype=torch.float64)
+            lb = 0.0 if method == "trace" else float(torch.linalg.eigvalsh(W)[-1])
+            return _certify(W, zero, lb, method, "auto:psd", 0, t0)
         if method == "trace":
             d, lb, it, name = _trace_bm(W, tol, max_iter, seed)
             if d is None:  # Burer-Monteiro did not certify tol: hand over to the barrier method
