@@ -43,12 +43,13 @@ format: $(STAMP) ## apply ruff fixes and formatting
 	$(VENV)/bin/ruff format .
 
 .PHONY: test
-test: lint ## fast test suite (what CI runs)
-	$(PY) -m pytest -q $(ARGS)
+TEST_WORKERS ?= 2
+test: lint ## fast test suite (what CI runs); TEST_WORKERS=0 runs in one process
+	$(PY) -m pytest -q $(if $(filter 0,$(TEST_WORKERS)),,-n $(TEST_WORKERS)) $(ARGS)
 
 .PHONY: test-all
 test-all: lint ## every test, including the slow ones
-	$(PY) -m pytest -q -m "" $(ARGS)
+	$(PY) -m pytest -q -m "" $(if $(filter 0,$(TEST_WORKERS)),,-n $(TEST_WORKERS)) $(ARGS)
 
 .PHONY: bench
 bench: $(STAMP) ## throughput benchmarks (not run by CI); results in outputs/bench/

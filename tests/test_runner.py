@@ -221,11 +221,10 @@ def test_submitit_local_sweep_runs_every_job_and_resumes(tmp_path):
         "task.eval_every=3",
         "hydra/launcher=submitit_local",
         "sampler=gwg,dmala",
-        "seed=0,1",
     ]
     run_cli(args, sweep, multirun=True, timeout=900)
     results = sorted(sweep.glob("*/results.json"))
-    assert len(results) == 4
+    assert len(results) == 2
     names = sorted(r.parent.name for r in results)
     assert names[0].startswith("dataset.") and "sampler=dmala" in " ".join(names)
     again = run_cli(args, sweep, multirun=True, timeout=900)
