@@ -9,45 +9,6 @@ import math
 import pytest
 import torch
 
-try:
-    from tests.exactness import (
-        assert_exact,
-        empirical_probs,
-        enumerate_states,
-        exact_probs,
-        frustrated_ising,
-        kernel_marginal_tv,
-        kernel_tv,
-        ordinal_target,
-        proposal_matrix,
-        random_init,
-        rows_sum_to_one,
-        run_chains,
-        sample_tv,
-        strong_rbm,
-        tv_distance,
-        tv_noise_floor,
-    )
-except ImportError:  # tests/ itself on sys.path
-    from exactness import (
-        assert_exact,
-        empirical_probs,
-        enumerate_states,
-        exact_probs,
-        frustrated_ising,
-        kernel_marginal_tv,
-        kernel_tv,
-        ordinal_target,
-        proposal_matrix,
-        random_init,
-        rows_sum_to_one,
-        run_chains,
-        sample_tv,
-        strong_rbm,
-        tv_distance,
-        tv_noise_floor,
-    )
-
 from ebmlab.errors import ConfigError
 from ebmlab.models.base import EnergyModel
 from ebmlab.samplers import ab_sdp
@@ -61,6 +22,24 @@ from ebmlab.samplers.ab import (
 )
 from ebmlab.samplers.base import value_and_grad
 from ebmlab.samplers.dlp import DMALA
+from tests.exactness import (
+    assert_exact,
+    empirical_probs,
+    enumerate_states,
+    exact_probs,
+    frustrated_ising,
+    kernel_marginal_tv,
+    kernel_tv,
+    ordinal_target,
+    proposal_matrix,
+    random_init,
+    rows_sum_to_one,
+    run_chains,
+    sample_tv,
+    strong_rbm,
+    tv_distance,
+    tv_noise_floor,
+)
 
 TARGETS = {
     "ising": lambda: frustrated_ising(d=8),

@@ -16,52 +16,30 @@ import torch
 from hydra.utils import instantiate
 from omegaconf import OmegaConf
 
-try:
-    from tests.exactness import (
-        assert_exact,
-        empirical_probs,
-        enumerate_states,
-        exact_probs,
-        frustrated_ising,
-        kernel_marginal_tv,
-        kernel_stationary,
-        ordinal_target,
-        proposal_matrix,
-        random_init,
-        rows_sum_to_one,
-        run_chains,
-        sample_tv,
-        strong_rbm,
-        transition_matrix,
-        tv_distance,
-        tv_noise_floor,
-    )
-except ImportError:  # tests/ itself on sys.path
-    from exactness import (
-        assert_exact,
-        empirical_probs,
-        enumerate_states,
-        exact_probs,
-        frustrated_ising,
-        kernel_marginal_tv,
-        kernel_stationary,
-        ordinal_target,
-        proposal_matrix,
-        random_init,
-        rows_sum_to_one,
-        run_chains,
-        sample_tv,
-        strong_rbm,
-        transition_matrix,
-        tv_distance,
-        tv_noise_floor,
-    )
-
 from ebmlab.errors import ConfigError
 from ebmlab.models.ab_targets import LatticeGaussian
 from ebmlab.samplers.hamming_ball import HammingBall, ball_offsets, ball_size
 from ebmlab.samplers.locally_balanced import LocallyBalanced
 from ebmlab.samplers.rwm import RWM
+from tests.exactness import (
+    assert_exact,
+    empirical_probs,
+    enumerate_states,
+    exact_probs,
+    frustrated_ising,
+    kernel_marginal_tv,
+    kernel_stationary,
+    ordinal_target,
+    proposal_matrix,
+    random_init,
+    rows_sum_to_one,
+    run_chains,
+    sample_tv,
+    strong_rbm,
+    transition_matrix,
+    tv_distance,
+    tv_noise_floor,
+)
 
 CONF = __import__("pathlib").Path(__file__).resolve().parents[1] / "conf"
 

@@ -8,17 +8,13 @@ import pytest
 import torch
 from omegaconf import OmegaConf
 
-try:
-    from tests.exactness import frustrated_ising, ordinal_target, random_init, strong_rbm
-except ImportError:  # tests/ itself on sys.path
-    from exactness import frustrated_ising, ordinal_target, random_init, strong_rbm
-
 from ebmlab.errors import ConfigError
 from ebmlab.models.base import EnergyModel
 from ebmlab.samplers.base import value_and_grad
 from ebmlab.samplers.dlp import DMALA, DULA
 from ebmlab.samplers.gibbs import RandomScanGibbs, SweepGibbs
 from ebmlab.samplers.gwg import GWG
+from tests.exactness import frustrated_ising, ordinal_target, random_init, strong_rbm
 
 CONF = Path(__file__).resolve().parents[1] / "conf" / "sampler"
 

@@ -10,51 +10,29 @@ from __future__ import annotations
 import pytest
 import torch
 
-try:
-    from tests.exactness import (
-        assert_exact,
-        empirical_probs,
-        exact_probs,
-        frustrated_ising,
-        kernel_marginal_tv,
-        kernel_stationary,
-        kernel_tv,
-        ordinal_target,
-        proposal_matrix,
-        random_init,
-        rows_sum_to_one,
-        run_chains,
-        sample_tv,
-        strong_rbm,
-        transition_matrix,
-        tv_distance,
-        tv_noise_floor,
-    )
-except ImportError:  # tests/ itself on sys.path (pytest rootdir insertion)
-    from exactness import (
-        assert_exact,
-        empirical_probs,
-        exact_probs,
-        frustrated_ising,
-        kernel_marginal_tv,
-        kernel_stationary,
-        kernel_tv,
-        ordinal_target,
-        proposal_matrix,
-        random_init,
-        rows_sum_to_one,
-        run_chains,
-        sample_tv,
-        strong_rbm,
-        transition_matrix,
-        tv_distance,
-        tv_noise_floor,
-    )
-
 from ebmlab.samplers.base import mh_accept
 from ebmlab.samplers.dlp import DMALA, DULA
 from ebmlab.samplers.gibbs import RandomScanGibbs, SweepGibbs
 from ebmlab.samplers.gwg import GWG
+from tests.exactness import (
+    assert_exact,
+    empirical_probs,
+    exact_probs,
+    frustrated_ising,
+    kernel_marginal_tv,
+    kernel_stationary,
+    kernel_tv,
+    ordinal_target,
+    proposal_matrix,
+    random_init,
+    rows_sum_to_one,
+    run_chains,
+    sample_tv,
+    strong_rbm,
+    transition_matrix,
+    tv_distance,
+    tv_noise_floor,
+)
 
 # d=8 Ising (256 states) keeps kernels and histograms cheap; d=10 is checked once below
 TARGETS = {
