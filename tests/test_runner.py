@@ -4,6 +4,7 @@ SIGKILL, W&B offline runs, sweeps with the submitit launcher, divergence."""
 from __future__ import annotations
 
 import json
+import math
 import subprocess
 import sys
 
@@ -253,3 +254,21 @@ def test_divergence_stops_and_keeps_last_good_checkpoint(tmp_path):
 def test_config_error_names_key():
     e = ConfigError("step_size", "must be > 0").prefixed("sampler")
     assert str(e).startswith("sampler.step_size")
+
+
+def test_ising_learning_with_ratio_matching_learner(tmp_path):
+    """`task=ising_learning learner=rmwggis` trains without a sampler (RMwGGIS Table 3)."""
+    args = [
+        "experiment=ising_learning_smoke",
+        "dataset.n_side=4",
+        "dataset.n_samples=64",
+        "dataset.gibbs_steps=2000",
+        "learner=rmwggis",
+        "task.n_iters=20",
+        "task.eval_every=10",
+    ]
+    r = run_cli(args, tmp_path / "run").results
+    assert r["n_iters"] == 20 and math.isfinite(r["log_rmse"])
+    j = torch.load(tmp_path / "run" / "checkpoints" / "last.pt", weights_only=True)["model"]
+    j = j["J_raw"]
+    assert torch.allclose(j, j.T) and j.diagonal().abs().max() == 0  # project_() ran

@@ -12,6 +12,7 @@ import math
 import torch
 
 from ebmlab.errors import ConfigError, check
+from ebmlab.learning.ratio_matching_learner import RatioMatchingTrainer
 from ebmlab.utils.plotting import side_by_side
 
 
@@ -42,6 +43,20 @@ class IsingLearning:
                 "${dataset.dim}",
             )
         self.learner = ctx.build("learner")
+        if not hasattr(self.learner, "setup") and hasattr(self.learner, "make_optimizer"):
+            # learner=rm|rmwggis|rmwrand names the objective only: train it on mini-batches
+            # with the L1 penalty on J and project_() (RMwGGIS App. J; experiment=
+            # ising_learning_rm sets App. J's lr 1e-4, batch 100, L1 0.01 explicitly).
+            obj = self.learner
+            self.learner = RatioMatchingTrainer(
+                objective=obj.objective,
+                variant=obj.variant,
+                s=obj.s,
+                replacement=obj.replacement,
+                lr=obj.lr,
+                weight_decay=obj.weight_decay,
+                grad_clip=obj.grad_clip,
+            )
         self.sampler = ctx.build("sampler") if ctx.has("sampler") else None
         if getattr(self.learner, "needs_sampler", True) and self.sampler is None:
             raise ConfigError("sampler", "this learner needs a sampler")
