@@ -380,7 +380,7 @@ def grid_figure(sweep_dirs: list[Path], rows: list[str], cols: list[str], snapsh
         for rl in row_labels:
             for cl in col_labels:
                 if (rl, cl) in cells:
-                    z = np.load(cells[(rl, cl)]["run_dir"] / "heatmap.npz")
+                    z = np.load(cells[(rl, cl)]["run_dir"] / "heatmap.npz", allow_pickle=False)
                     panels.append((f"{rl}, {cl}".strip(", -"), z))
         n_cols = max(len(z["snap_steps"]) for _, z in panels)
         fig, axes = plt.subplots(
@@ -411,7 +411,7 @@ def grid_figure(sweep_dirs: list[Path], rows: list[str], cols: list[str], snapsh
                 run = cells.get((rl, cl))
                 if run is None:
                     continue
-                z = np.load(run["run_dir"] / "heatmap.npz")
+                z = np.load(run["run_dir"] / "heatmap.npz", allow_pickle=False)
                 mmd = run["metrics"].get("mmd", float("nan"))
                 note = f"MMD {mmd:.3g}" if mmd == mmd else ""  # no MMD at d = 256
                 _imshow_density(ax, z["log_density"], float(z["bound"]), note)
