@@ -44,14 +44,14 @@ figure-ebm-mixing: $(STAMP) ## deep-EBM mixing curves (mean log p~ vs steps and 
 	  if [ -z "$$ck" ]; then echo "no GWG-trained $$d model under $(EBM_LEARN_DIR): run make table-ebm-learning first"; exit 1; fi; \
 	  n=$(call exp,ebm_mixing)_$$d; ab_alpha=0.6; \
 	  if [ "$$d" = omniglot ] || [ "$$d" = caltech ]; then ab_alpha=0.55; fi; \
-	  $(RUN) -m experiment=$(call exp,ebm_mixing) name=$$n progress=false dataset=$$d task.checkpoint=$$ck \
+	  $(RUN) -m experiment=$(call exp,ebm_mixing) name=$$n progress=false dataset=$$d "task.checkpoint='$$ck'" \
 	    sampler=gwg $(ARGS) || echo "ebm: a run failed or diverged (see above); continuing"; \
-	  $(RUN) -m experiment=$(call exp,ebm_mixing) name=$$n progress=false dataset=$$d task.checkpoint=$$ck \
+	  $(RUN) -m experiment=$(call exp,ebm_mixing) name=$$n progress=false dataset=$$d "task.checkpoint='$$ck'" \
 	    sampler=dmala sampler.step_size=0.2 $(ARGS) || echo "ebm: a run failed or diverged (see above); continuing"; \
-	  $(RUN) -m experiment=$(call exp,ebm_mixing_acs) name=$$n progress=false dataset=$$d task.checkpoint=$$ck \
+	  $(RUN) -m experiment=$(call exp,ebm_mixing_acs) name=$$n progress=false dataset=$$d "task.checkpoint='$$ck'" \
 	    sampler=acs $(ARGS) || echo "ebm: a run failed or diverged (see above); continuing"; \
 	  if [ -n "$(EBM_MIXING_AB)" ]; then \
-	    $(RUN) -m experiment=$(call exp,ebm_mixing) name=$$n progress=false dataset=$$d task.checkpoint=$$ck \
+	    $(RUN) -m experiment=$(call exp,ebm_mixing) name=$$n progress=false dataset=$$d "task.checkpoint='$$ck'" \
 	      $(EBM_MIXING_AB) sampler.alpha=$$ab_alpha sampler.sigma=$(EBM_AB_SIGMAS) $(ARGS) || exit 1; fi; \
 	  $(PY) scripts/make_table.py outputs/multirun/$$n --group sampler sampler.sigma \
 	    --metrics final_mean_log_prob accept_rate steps_per_second tune_seconds \
