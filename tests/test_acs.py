@@ -23,41 +23,22 @@ from ebmlab.samplers.acs import (
     kernel_step,
 )
 from ebmlab.samplers.base import value_and_grad
-
-try:  # the harness is importable as tests.exactness when the repo root is on sys.path
-    from tests.exactness import (
-        assert_exact,
-        exact_probs,
-        frustrated_ising,
-        kernel_stationary,
-        kernel_tv,
-        ordinal_target,
-        random_init,
-        rows_sum_to_one,
-        run_chains,
-        sample_tv,
-        strong_rbm,
-        transition_matrix,
-        tv_distance,
-        tv_noise_floor,
-    )
-except ModuleNotFoundError:  # plain `pytest` with rootdir conftest: tests/ is on sys.path
-    from exactness import (
-        assert_exact,
-        exact_probs,
-        frustrated_ising,
-        kernel_stationary,
-        kernel_tv,
-        ordinal_target,
-        random_init,
-        rows_sum_to_one,
-        run_chains,
-        sample_tv,
-        strong_rbm,
-        transition_matrix,
-        tv_distance,
-        tv_noise_floor,
-    )
+from tests.exactness import (
+    assert_exact,
+    exact_probs,
+    frustrated_ising,
+    kernel_stationary,
+    kernel_tv,
+    ordinal_target,
+    random_init,
+    rows_sum_to_one,
+    run_chains,
+    sample_tv,
+    strong_rbm,
+    transition_matrix,
+    tv_distance,
+    tv_noise_floor,
+)
 
 REPO = Path(__file__).resolve().parents[1]
 
