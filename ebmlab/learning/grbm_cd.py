@@ -166,6 +166,33 @@ class GRBMModifiedCD:
             "recon_mse": float(((recon - v_pos) ** 2).mean()),
         }
 
+    def train_epoch(
+        self,
+        model,
+        x: Tensor,
+        batch_size: int,
+        sampler,
+        generator: torch.Generator,
+        progress: float,
+        adjust: bool = True,
+        preprocess=None,
+    ) -> dict[str, float]:
+        """One pass over ``x`` in shuffled mini-batches (the last partial batch dropped);
+        returns the per-update scalars averaged over the epoch. ``preprocess`` maps a raw
+        batch to model space (e.g. standardisation of images)."""
+        n = x.shape[0]
+        n_batches = n // batch_size
+        order = torch.randperm(n, generator=generator, device=x.device)
+        sums: dict[str, float] = {}
+        for b in range(n_batches):
+            batch = x[order[b * batch_size : (b + 1) * batch_size]]
+            if preprocess is not None:
+                batch = preprocess(batch)
+            info = self.step(model, batch, sampler, generator, progress, adjust)
+            for k, v in info.items():
+                sums[k] = sums.get(k, 0.0) + float(v)
+        return {k: v / n_batches for k, v in sums.items()}
+
     def state_dict(self) -> dict:
         return {"n_updates": self.n_updates}
 

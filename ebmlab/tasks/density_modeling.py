@@ -208,12 +208,8 @@ class DensityModeling:
             learner.setup(model, self.sampler, self._data_batch(1000, dev), ctx.generator)
         ctx.start_clock()
         start, hist, snaps = 0, [], []
-        ck = ctx.load_checkpoint()
+        ck = ctx.resume(model=model, learner=learner, optimizer=optimizer)
         if ck is not None:
-            model.load_state_dict(ck["model"])
-            learner.load_state_dict(ck["learner"])
-            if optimizer is not None:
-                optimizer.load_state_dict(ck["optimizer"])
             if "data_gen" in ck:
                 self.data_gen.set_state(ck["data_gen"])
             start, hist = ck["_run"]["step"], ck["history"]

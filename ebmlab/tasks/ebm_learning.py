@@ -162,10 +162,8 @@ class EBMLearning:
         hist = {"step": [], "loss": [], "valid_step": [], "valid_ll": []}
         best = {"valid_ll": -math.inf, "step": 0}
         totals = {"accept": 0.0, "n_acc": 0, "n_log_prob": 0.0}
-        ck = ctx.load_checkpoint()
+        ck = ctx.resume(model=model, learner=learner)
         if ck is not None:
-            model.load_state_dict(ck["model"])
-            learner.load_state_dict(ck["learner"])
             start, hist, best, totals = ck["_run"]["step"], ck["history"], ck["best"], ck["totals"]
         last_saved = start
 

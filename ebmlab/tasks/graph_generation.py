@@ -221,12 +221,8 @@ class GraphGeneration:
             learner.setup(model, self.sampler, x, g)
         ctx.start_clock()
         start, hist = 0, []
-        ck = ctx.load_checkpoint()
+        ck = ctx.resume(model=model, learner=learner, optimizer=optimizer)
         if ck is not None:
-            model.load_state_dict(ck["model"])
-            learner.load_state_dict(ck["learner"])
-            if optimizer is not None:
-                optimizer.load_state_dict(ck["optimizer"])
             start, hist = ck["_run"]["step"], ck["history"]
         bar = ctx.progress(self.n_iters, initial=start, desc="graph EBM training")
         info: dict = {}

@@ -27,14 +27,13 @@ settings) from the runs' ``gmm_arrays.pt``.
 from __future__ import annotations
 
 import argparse
-import sys
 from pathlib import Path
 
 import torch
 from torch import Tensor
 
 from ebmlab.data.gmm_toy import KINDS, GMMToyDataset, gmm_params
-from ebmlab.errors import ConfigError, DivergenceError, check
+from ebmlab.errors import ConfigError, check
 from ebmlab.learning.grbm_cd import sample_from_noise
 
 # Fig. 1 column order; a run's label picks its column (labels set by mk/grbm.mk).
@@ -163,38 +162,19 @@ class GRBMGmm:
     def run(self, ctx) -> dict:
         model, sampler, learner = self.model, self.sampler, self.learner
         x = self.data.points().to(ctx.device)
-        n = x.shape[0]
         model.reset_parameters(torch.Generator().manual_seed(int(ctx.cfg.seed)))
         model.to(ctx.device)
         ctx.start_clock()
         start, history = 0, []
-        state = ctx.load_checkpoint()
+        state = ctx.resume(model=model, learner=learner)
         if state is not None:
-            model.load_state_dict(state["model"])
-            learner.load_state_dict(state["learner"])
             start = int(state["_run"]["step"])
             history = list(state.get("history", []))
-        n_batches = n // self.batch_size
         bar = ctx.progress(self.n_epochs, initial=start, desc=f"GRBM GMM {self.data.kind}")
         stats: dict[str, float] = {}
         for epoch in range(start, self.n_epochs):
             progress = epoch / self.n_epochs
-            order = torch.randperm(n, generator=ctx.generator, device=ctx.device)
-            sums: dict[str, float] = {}
-            for b in range(n_batches):
-                batch = x[order[b * self.batch_size : (b + 1) * self.batch_size]]
-                try:
-                    info = learner.step(model, batch, sampler, ctx.generator, progress)
-                except DivergenceError as e:
-                    print(
-                        f"ebmlab: GRBM training diverged in epoch {epoch + 1}, update {e.step} "
-                        f"({e}); the last good checkpoint is kept",
-                        file=sys.stderr,
-                    )
-                    raise
-                for k, v in info.items():
-                    sums[k] = sums.get(k, 0.0) + float(v)
-            stats = {k: v / n_batches for k, v in sums.items()}
+            stats = learner.train_epoch(model, x, self.batch_size, sampler, ctx.generator, progress)
             step = epoch + 1
             if step % self.eval_every == 0 or step == self.n_epochs:
                 ev = self.evaluate(ctx.device)

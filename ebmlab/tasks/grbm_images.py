@@ -26,14 +26,13 @@ Protocol:
 from __future__ import annotations
 
 import math
-import sys
 from pathlib import Path
 
 import torch
 from torch import Tensor
 
 from ebmlab.data.grayscale_images import GrayscaleImages, parse_split
-from ebmlab.errors import ConfigError, DivergenceError, check
+from ebmlab.errors import ConfigError, check
 from ebmlab.learning.grbm_cd import sample_from_noise
 from ebmlab.metrics.feature_net import (
     accuracy,
@@ -224,13 +223,10 @@ class GRBMImages:
         base_step = getattr(sampler, "step_size", None)
         ctx.start_clock()
         start, history = 0, []
-        state = ctx.load_checkpoint()
+        state = ctx.resume(model=model, learner=learner)
         if state is not None:
-            model.load_state_dict(state["model"])
-            learner.load_state_dict(state["learner"])
             start = int(state["_run"]["step"])
             history = list(state.get("history", []))
-        n_batches = n // self.batch_size
         bar = ctx.progress(self.n_epochs, initial=start, desc=f"GRBM {data.name}")
         stats: dict[str, float] = {}
         for epoch in range(start, self.n_epochs):
@@ -238,25 +234,17 @@ class GRBMImages:
             if self.anneal_step_size:
                 sampler.step_size = base_step * (1.0 + math.cos(math.pi * progress)) / 2.0
             adjust = epoch >= self.mh_off_epochs
-            order = torch.randperm(n, generator=ctx.generator, device=ctx.device)
-            sums: dict[str, float] = {}
-            for b in range(n_batches):
-                batch = data.preprocess(
-                    x_train[order[b * self.batch_size : (b + 1) * self.batch_size]]
-                )
-                try:
-                    info = learner.step(model, batch, sampler, ctx.generator, progress, adjust)
-                except DivergenceError as e:
-                    print(
-                        f"ebmlab: GRBM training diverged in epoch {epoch + 1}, update {e.step} "
-                        f"({e}); the last good checkpoint is kept",
-                        file=sys.stderr,
-                    )
-                    raise
-                for k, v in info.items():
-                    sums[k] = sums.get(k, 0.0) + float(v)
+            stats = learner.train_epoch(
+                model,
+                x_train,
+                self.batch_size,
+                sampler,
+                ctx.generator,
+                progress,
+                adjust,
+                preprocess=data.preprocess,
+            )
             lv = model.log_var.detach()
-            stats = {k: v / n_batches for k, v in sums.items()}
             stats.update(
                 log_var_mean=float(lv.mean()),
                 log_var_min=float(lv.min()),

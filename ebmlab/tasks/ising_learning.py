@@ -68,10 +68,8 @@ class IsingLearning:
         learner.setup(model, self.sampler, x, ctx.generator)
         ctx.start_clock()
         start = 0
-        state = ctx.load_checkpoint()
+        state = ctx.resume(model=model, learner=learner)
         if state is not None:
-            model.load_state_dict(state["model"])
-            learner.load_state_dict(state["learner"])
             start = state["_run"]["step"]
         history = {"step": [], "seconds": [], "log_rmse": []}
         for row in (state or {}).get("history", []):

@@ -123,10 +123,8 @@ class RBMLearning:
         ctx.start_clock()
         start, history = 0, {"step": [], "loss": []}
         totals = {"accept": 0.0, "n_log_prob": 0.0, "n": 0}
-        ck = ctx.load_checkpoint()
+        ck = ctx.resume(model=model, learner=learner)
         if ck is not None:
-            model.load_state_dict(ck["model"])
-            learner.load_state_dict(ck["learner"])
             start, history, totals = ck["_run"]["step"], ck["history"], ck["totals"]
         bar = ctx.progress(self.n_iters, initial=start, desc="RBM learning")
         for it in range(start, self.n_iters):

@@ -94,6 +94,17 @@ class RunContext:
         self._t0 = time.perf_counter()
         return state
 
+    def resume(self, **objects) -> dict | None:
+        """Load the last checkpoint, if any: restore the run (see ``load_checkpoint``) and
+        call ``obj.load_state_dict(ckpt[name])`` for every ``name=obj`` given (None skipped).
+        Returns the checkpoint (its ``["_run"]["step"]`` is where to continue) or None."""
+        state = self.load_checkpoint()
+        if state is not None:
+            for name, obj in objects.items():
+                if obj is not None:
+                    obj.load_state_dict(state[name])
+        return state
+
     def maybe_fault(self, step: int) -> None:
         """Fault injection for the resume test: SIGKILL after ``step`` if asked by env var."""
         at = os.environ.get(FAULT_ENV)
