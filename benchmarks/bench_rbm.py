@@ -23,6 +23,7 @@ import time
 
 import torch
 
+from benchmarks.bench_samplers import _sync
 from ebmlab.metrics.ais import rbm_ais_log_z
 from ebmlab.models.rbm import BernoulliRBM
 from ebmlab.samplers.acs import ACS
@@ -32,11 +33,6 @@ from ebmlab.samplers.dlp import DMALA
 from ebmlab.samplers.gwg import GWG
 
 GOALS = {"dmala": 1.3, "block_gibbs": 1.2}
-
-
-def _sync(dev: torch.device) -> None:
-    if dev.type == "cuda":
-        torch.cuda.synchronize(dev)
 
 
 def _time(fn, n: int, dev: torch.device, warmup: int = 5) -> float:

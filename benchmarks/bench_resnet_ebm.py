@@ -18,29 +18,13 @@ import time
 
 import torch
 
+from benchmarks.bench_samplers import _sync, time_forward_backward
 from ebmlab.learning.pcd_buffer import PCDBuffer, deep_ebm_ais
 from ebmlab.metrics.ais import linear_betas
 from ebmlab.models.resnet_ebm import ResNetEBM
 from ebmlab.samplers.acs import ACS
-from ebmlab.samplers.base import value_and_grad
 from ebmlab.samplers.dlp import DMALA, DULA
 from ebmlab.samplers.gwg import GWG
-
-
-def _sync(dev: torch.device) -> None:
-    if dev.type == "cuda":
-        torch.cuda.synchronize(dev)
-
-
-def _fwd_bwd(model, x, reps: int) -> float:
-    for _ in range(2):
-        value_and_grad(model, x)
-    _sync(x.device)
-    t = time.perf_counter()
-    for _ in range(reps):
-        value_and_grad(model, x)
-    _sync(x.device)
-    return (time.perf_counter() - t) / reps
 
 
 def _steps(sampler, model, x0, steps: int, gen) -> dict:
@@ -92,7 +76,7 @@ def main(argv=None) -> None:
     }
     for n in (100, 128):
         x0 = model.sample_base(n, gen)
-        fb = _fwd_bwd(model, x0, max(3, a.steps // 2))
+        fb = time_forward_backward(model, x0, max(3, a.steps // 2))
         for name, make in samplers.items():
             r = _steps(make(), model, x0, a.steps, gen)
             print(
