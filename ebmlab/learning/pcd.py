@@ -72,16 +72,21 @@ class PCD:
         """Advance the persistent buffer by ``sampler_steps`` steps; returns sampling scalars."""
         state = self.sampler.init(model, self.buffer)
         n_lp, n_grad = self.sampler.init_cost()
-        acc, jump = 0.0, 0.0
+        acc = jump = torch.zeros((), device=self.buffer.device)  # summed on device: no sync
         for _ in range(self.sampler_steps):
             state, info = self.sampler.step(model, state, generator)
-            acc += float(info.accept_prob.float().mean())
-            jump += float(info.jump.float().mean())
+            acc = acc + info.accept_prob.float().mean()
+            jump = jump + info.jump.float().mean()
             n_lp += info.n_log_prob
             n_grad += info.n_grad
         self.buffer = state.x.detach()
         k = self.sampler_steps
-        return {"accept_rate": acc / k, "jump": jump / k, "n_log_prob": n_lp, "n_grad": n_grad}
+        return {
+            "accept_rate": acc.item() / k,
+            "jump": jump.item() / k,
+            "n_log_prob": n_lp,
+            "n_grad": n_grad,
+        }
 
     def update(self, model, batch: Tensor) -> float:
         """One optimiser step on the PCD loss with the current buffer as negatives."""

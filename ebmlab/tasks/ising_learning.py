@@ -19,8 +19,20 @@ from ebmlab.utils.plotting import side_by_side
 class IsingLearning:
     main_metric = "log_rmse"
 
-    def __init__(self, n_iters: int = 10000, eval_every: int = 100, checkpoint_every: int = 500):
+    def __init__(
+        self,
+        n_iters: int = 10000,
+        eval_every: int = 100,
+        checkpoint_every: int = 500,
+        rm_batch_size: int = 100,
+        rm_l1: float = 0.01,
+    ):
+        """rm_batch_size / rm_l1: mini-batch and L1 on J used when ``learner`` names a bare
+        ratio-matching objective (learner=rm|rmwggis|rmwrand; RMwGGIS App. J: 100, 0.01)."""
         check(n_iters >= 1, "n_iters", f"must be >= 1 (got {n_iters})")
+        check(rm_batch_size >= 1, "rm_batch_size", f"must be >= 1 (got {rm_batch_size})")
+        check(rm_l1 >= 0, "rm_l1", f"must be >= 0 (got {rm_l1})")
+        self.rm_batch_size, self.rm_l1 = rm_batch_size, rm_l1
         check(eval_every >= 1, "eval_every", f"must be >= 1 (got {eval_every})")
         check(checkpoint_every >= 1, "checkpoint_every", f"must be >= 1 (got {checkpoint_every})")
         self.n_iters, self.eval_every, self.checkpoint_every = n_iters, eval_every, checkpoint_every
@@ -46,7 +58,7 @@ class IsingLearning:
         if not hasattr(self.learner, "setup") and hasattr(self.learner, "make_optimizer"):
             # learner=rm|rmwggis|rmwrand names the objective only: train it on mini-batches
             # with the L1 penalty on J and project_() (RMwGGIS App. J; experiment=
-            # ising_learning_rm sets App. J's lr 1e-4, batch 100, L1 0.01 explicitly).
+            # ising_learning_rm also sets App. J's lr 1e-4).
             obj = self.learner
             self.learner = RatioMatchingTrainer(
                 objective=obj.objective,
@@ -56,6 +68,8 @@ class IsingLearning:
                 lr=obj.lr,
                 weight_decay=obj.weight_decay,
                 grad_clip=obj.grad_clip,
+                batch_size=self.rm_batch_size,
+                l1=self.rm_l1,
             )
         self.sampler = ctx.build("sampler") if ctx.has("sampler") else None
         if getattr(self.learner, "needs_sampler", True) and self.sampler is None:
