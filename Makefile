@@ -9,9 +9,11 @@ PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
 SCALE  ?= paper
 RUN    := $(PY) -m ebmlab.run
-TABLES := outputs/tables
-# paper scale -> experiment=<name>; SCALE=smoke -> experiment=<name>_smoke
-exp     = $(if $(filter smoke,$(SCALE)),$(1)_smoke,$(1))
+# A table target runs an experiment's whole sweep (conf/experiment/<paper>/<name>.yaml holds
+# every setting) at $(SCALE), then builds its tables and figures into
+# outputs/tables/<paper>/<name>/<scale>/ (python -m ebmlab.report).
+SWEEP  := $(RUN) -m progress=false
+REPORT := $(PY) -m ebmlab.report
 export OMP_NUM_THREADS ?= 2
 
 $(STAMP): pyproject.toml constraints.txt
@@ -30,7 +32,7 @@ install: $(STAMP) ## create .venv and install ebmlab with dev tools (idempotent)
 
 .PHONY: run
 run: $(STAMP) ## the main job: Ising learning at CPU (smoke) scale, no download
-	$(RUN) experiment=ising_learning_smoke $(ARGS)
+	$(RUN) experiment=dlp/fig5_ising_learning scale=smoke $(ARGS)
 
 .PHONY: lint
 lint: $(STAMP) ## ruff check + format check
@@ -58,29 +60,22 @@ bench: $(STAMP) ## throughput benchmarks (not run by CI); results in outputs/ben
 	$(PY) -m benchmarks.bench_sdp | tee outputs/bench/sdp.md
 	@for b in $(BENCH_EXTRA); do $(PY) -m benchmarks.$$b | tee outputs/bench/$$b.md || exit 1; done
 
-ISING_LEARNING_SAMPLERS ?= gibbs,gwg,dula,dmala
-comma := ,
-ISING_LEARNING_STEPS = $(if $(filter smoke,$(SCALE)),5$(comma)10,5$(comma)10$(comma)25$(comma)50$(comma)100)
-
 .PHONY: table-ising-learning
-table-ising-learning: $(STAMP) ## Ising learning log-RMSE table + figures (DLP Fig. 5 / RMwGGIS Table 3)
-	$(RUN) -m experiment=$(call exp,ising_learning) progress=false \
-	  sampler=$(ISING_LEARNING_SAMPLERS) learner.sampler_steps=$(ISING_LEARNING_STEPS) $(ARGS)
-	$(MAKE) --no-print-directory _table-ising-learning
-
-_table-ising-learning:
-	$(PY) scripts/make_table.py outputs/multirun/$(call exp,ising_learning) $(ISING_LEARNING_EXTRA_DIRS) \
-	  --group learner sampler learner.sampler_steps --metrics log_rmse rmse time_per_iter seconds \
-	  --curve log_rmse --title "Ising learning ($(SCALE) scale)" --out $(TABLES)/$(call exp,ising_learning)
+table-ising-learning: $(STAMP) ## Ising learning log-RMSE table + figures (DLP Fig. 5; RMwGGIS Table 3 rows when run)
+	$(SWEEP) experiment=dlp/fig5_ising_learning scale=$(SCALE) $(ARGS) && $(REPORT) table dlp/fig5_ising_learning --scale $(SCALE)
 
 .PHONY: table-ising-sampling
 table-ising-sampling: $(STAMP) ## Ising sampling RMSE / ESS table + figures (DLP Fig. 3)
-	$(RUN) -m experiment=$(call exp,ising_sampling) progress=false sampler=gibbs,gwg $(ARGS)
-	$(RUN) -m experiment=$(call exp,ising_sampling) progress=false sampler=dmala sampler.step_size=0.4 $(ARGS)
-	$(RUN) -m experiment=$(call exp,ising_sampling) progress=false sampler=dula sampler.step_size=0.2 $(ARGS)
-	$(PY) scripts/make_table.py outputs/multirun/$(call exp,ising_sampling) \
-	  --group sampler --metrics log_rmse ess_per_step ess_per_second accept_rate jump \
-	  --curve log_rmse --title "Ising sampling ($(SCALE) scale)" --out $(TABLES)/$(call exp,ising_sampling)
+	$(SWEEP) experiment=dlp/fig3_ising_sampling scale=$(SCALE) $(ARGS) && $(REPORT) table dlp/fig3_ising_sampling --scale $(SCALE)
+
+CLAIMS ?= all
+.PHONY: reproduce
+reproduce: $(STAMP) ## run (resuming) and judge the papers' claims: CLAIMS=dlp|acs|ab|rmwggis|grbm|all
+	$(REPORT) reproduce $(CLAIMS) --scale $(SCALE) --run $(if $(ARGS),--args $(ARGS))
+
+.PHONY: reproduction-report
+reproduction-report: $(STAMP) ## rewrite outputs/reproduction/*.md from the runs there are (no runs)
+	$(REPORT) reproduce $(CLAIMS) --scale $(SCALE)
 
 .PHONY: clean
 clean: ## remove run outputs, caches and the venv

@@ -23,11 +23,19 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import torch  # noqa: E402
+from hydra.utils import instantiate  # noqa: E402
+from omegaconf import OmegaConf  # noqa: E402
 
 from ebmlab.metrics.ess import ess_1d, hamming_to_reference  # noqa: E402
 from ebmlab.models.ising import LatticeIsing  # noqa: E402
-from ebmlab.samplers.ab import AB1st, ABQuadratic, DLPTrace  # noqa: E402
 from ebmlab.samplers.dlp import DMALA  # noqa: E402
+
+CONF = Path(__file__).resolve().parents[1] / "conf" / "sampler"
+
+
+def _sampler(name: str, **overrides):
+    """conf/sampler/<name>.yaml with ``overrides``."""
+    return instantiate(OmegaConf.load(CONF / f"{name}.yaml"), **overrides)
 
 
 def main() -> None:
@@ -51,12 +59,12 @@ def main() -> None:
     model = LatticeIsing(n_side=a.side, sigma=a.coupling / 2, bias=0.0).to(dev)
     d = model.dim
     samplers = {
-        "DMALA (0.2)": DMALA(0.2),
-        "AB-1st": AB1st(burn_in=a.burn_in, n_probe=a.n_probe),
-        "AB-shift": ABQuadratic("shift", burn_in=a.burn_in, n_probe=a.n_probe),
-        "AB-max": ABQuadratic("max", burn_in=a.burn_in, n_probe=a.n_probe),
-        "AB-trace": ABQuadratic("trace", burn_in=a.burn_in, n_probe=a.n_probe),
-        "DLP-trace": DLPTrace(burn_in=a.burn_in, n_probe=a.n_probe),
+        "DMALA (0.2)": DMALA(0.2, precond=None),
+        "AB-1st": _sampler("ab_1st", burn_in=a.burn_in, n_probe=a.n_probe),
+        "AB-shift": _sampler("ab_shift", burn_in=a.burn_in, n_probe=a.n_probe),
+        "AB-max": _sampler("ab_max", burn_in=a.burn_in, n_probe=a.n_probe),
+        "AB-trace": _sampler("ab_trace", burn_in=a.burn_in, n_probe=a.n_probe),
+        "DLP-trace": _sampler("dlp_trace", burn_in=a.burn_in, n_probe=a.n_probe),
     }
     print(
         f"# AB samplers on a {a.side}x{a.side} periodic Ising grid, J = {a.coupling}, d = {d}\n"

@@ -52,9 +52,10 @@ def worker(args) -> dict:
     import torch
 
     sys.path.insert(0, str(ROOT))
+    from hydra.utils import instantiate
+    from omegaconf import OmegaConf
+
     from ebmlab.data.synthetic_2d import Synthetic2D
-    from ebmlab.learning.ratio_matching import RatioMatchingLearner
-    from ebmlab.models.mlp_energy import MLPEnergy
 
     if args.threads > 0:
         torch.set_num_threads(args.threads)
@@ -66,9 +67,11 @@ def worker(args) -> dict:
     cpu_gen = torch.Generator().manual_seed(1)
     batches = [data.sample(args.batch, cpu_gen).to(device) for _ in range(n_batches)]
     torch.manual_seed(0)
-    model = MLPEnergy(dim=args.dim).to(device)
-    learner = RatioMatchingLearner(objective=args.method, variant="advanced", s=args.s)
-    opt = learner.make_optimizer(model.parameters())
+    model = instantiate(OmegaConf.load(ROOT / "conf" / "model" / "mlp_energy.yaml"), dim=args.dim)
+    model = model.to(device)
+    node = OmegaConf.load(ROOT / "conf" / "learner" / f"{args.method}.yaml")
+    learner = instantiate(node, variant="advanced", s=args.s, batch_size=args.batch)
+    learner.setup(model, batches[0], gen)
 
     if cuda:
         torch.cuda.synchronize()
@@ -82,7 +85,7 @@ def worker(args) -> dict:
         if cuda:
             torch.cuda.synchronize()
         t0, c0 = time.perf_counter(), time.process_time()
-        learner.step(model, opt, x, gen)
+        learner.update(model, x, gen)
         if cuda:
             torch.cuda.synchronize()
         if k >= args.warmup:

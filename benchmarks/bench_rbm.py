@@ -20,19 +20,22 @@ import argparse
 import os
 import platform
 import time
+from pathlib import Path
 
 import torch
+from hydra.utils import instantiate
+from omegaconf import OmegaConf
 
 from benchmarks.bench_samplers import _sync
 from ebmlab.metrics.ais import rbm_ais_log_z
 from ebmlab.models.rbm import BernoulliRBM
-from ebmlab.samplers.acs import ACS
 from ebmlab.samplers.base import bernoulli
 from ebmlab.samplers.block_gibbs import BlockGibbs
 from ebmlab.samplers.dlp import DMALA
 from ebmlab.samplers.gwg import GWG
 
 GOALS = {"dmala": 1.3, "block_gibbs": 1.2}
+ROOT = Path(__file__).resolve().parents[1]
 
 
 def _time(fn, n: int, dev: torch.device, warmup: int = 5) -> float:
@@ -49,7 +52,7 @@ def _time(fn, n: int, dev: torch.device, warmup: int = 5) -> float:
 
 def make_rbm(dev: torch.device) -> BernoulliRBM:
     g = torch.Generator().manual_seed(0)
-    m = BernoulliRBM(784, 500)
+    m = instantiate(OmegaConf.load(ROOT / "conf" / "model" / "rbm.yaml"), n_visible=784)
     with torch.no_grad():
         m.W.copy_(0.05 * torch.randn(m.W.shape, generator=g))
         m.b.copy_(-1.0 + 0.5 * torch.randn(m.b.shape, generator=g))
@@ -78,10 +81,18 @@ def bench_samplers(model, dev, chains: int, steps: int) -> list[dict]:
     ref_fb = _time(fwd_bwd, steps, dev)
     ref_gibbs = _time(two_matmuls, steps, dev)
     samplers = {
-        "block_gibbs": (BlockGibbs(), ref_gibbs),
-        "gwg": (GWG(), ref_fb),
-        "dmala": (DMALA(0.2), ref_fb),
-        "acs": (ACS(tune=False, alpha_max=2.0, alpha_min=0.2), ref_fb),
+        "block_gibbs": (BlockGibbs(n_sweeps=1), ref_gibbs),
+        "gwg": (GWG(n_flips=1), ref_fb),
+        "dmala": (DMALA(0.2, precond=None), ref_fb),
+        "acs": (
+            instantiate(
+                OmegaConf.load(ROOT / "conf" / "sampler" / "acs.yaml"),
+                tune=False,
+                alpha_max=2.0,
+                alpha_min=0.2,
+            ),
+            ref_fb,
+        ),
     }
     rows = []
     for name, (s, ref) in samplers.items():

@@ -15,16 +15,20 @@ from __future__ import annotations
 import argparse
 import platform
 import time
+from pathlib import Path
 
 import torch
+from hydra.utils import instantiate
+from omegaconf import OmegaConf
 
 from benchmarks.bench_samplers import _sync, time_forward_backward
-from ebmlab.learning.pcd_buffer import PCDBuffer, deep_ebm_ais
 from ebmlab.metrics.ais import linear_betas
-from ebmlab.models.resnet_ebm import ResNetEBM
-from ebmlab.samplers.acs import ACS
+from ebmlab.metrics.tempered_ais import tempered_ais_log_z
+from ebmlab.models.resnet_ebm import TemperedEBM
 from ebmlab.samplers.dlp import DMALA, DULA
 from ebmlab.samplers.gwg import GWG
+
+ROOT = Path(__file__).resolve().parents[1]
 
 
 def _steps(sampler, model, x0, steps: int, gen) -> dict:
@@ -56,7 +60,8 @@ def main(argv=None) -> None:
         ("cuda" if torch.cuda.is_available() else "cpu") if a.device == "auto" else a.device
     )
     torch.manual_seed(a.seed)
-    model = ResNetEBM(n_channels=a.width).to(dev)
+    node = OmegaConf.load(ROOT / "conf" / "model" / "resnet_ebm.yaml")
+    model = instantiate(node, n_channels=a.width, dim=784).to(dev)
     model.set_base_mean(torch.full((784,), 0.13, device=dev))
     gen = torch.Generator(device=dev).manual_seed(a.seed)
     hw = torch.cuda.get_device_name(dev) if dev.type == "cuda" else platform.processor() or "cpu"
@@ -69,10 +74,15 @@ def main(argv=None) -> None:
           "step / (fwd+bwd) | fwd+bwd ms |")  # fmt: skip
     print("|---|---|---|---|---|---|---|---|")
     samplers = {
-        "GWG-1": lambda: GWG(),
-        "DULA a=0.1": lambda: DULA(step_size=0.1),
-        "DMALA a=0.15": lambda: DMALA(step_size=0.15),
-        "ACS (fixed schedule)": lambda: ACS(tune=False, alpha_max=2.0, alpha_min=0.15),
+        "GWG-1": lambda: GWG(n_flips=1),
+        "DULA a=0.1": lambda: DULA(step_size=0.1, precond=None),
+        "DMALA a=0.15": lambda: DMALA(step_size=0.15, precond=None),
+        "ACS (fixed schedule)": lambda: instantiate(
+            OmegaConf.load(ROOT / "conf" / "sampler" / "acs.yaml"),
+            tune=False,
+            alpha_max=2.0,
+            alpha_min=0.15,
+        ),
     }
     for n in (100, 128):
         x0 = model.sample_base(n, gen)
@@ -84,19 +94,20 @@ def main(argv=None) -> None:
                 f"{r['acc']:.2f} | {r['s'] / fb:.2f} | {fb * 1e3:.1f} |"
             )
     # one PCD iteration (40 DMALA steps, batch 100, replay buffer 10,000)
-    learner = PCDBuffer(buffer_size=10000, batch_size=100, sampler_steps=40)
-    learner.setup(model, DMALA(step_size=0.15), gen)
+    learner = instantiate(OmegaConf.load(ROOT / "conf" / "learner" / "pcd_buffer.yaml"))
     data = model.sample_base(100, gen)
-    learner.step(model, data, gen)
+    learner.setup(model, data, gen, DMALA(step_size=0.15, precond=None))
+    learner.update(model, data, gen)
     _sync(dev)
     t = time.perf_counter()
     reps = 2
     for _ in range(reps):
-        learner.step(model, data, gen)
+        learner.update(model, data, gen)
     _sync(dev)
     it = (time.perf_counter() - t) / reps
     t = time.perf_counter()
-    deep_ebm_ais(model, GWG(), linear_betas(a.ais_temps + 1), 100, gen)
+    betas = linear_betas(a.ais_temps + 1)
+    tempered_ais_log_z(TemperedEBM(model), GWG(n_flips=1), betas, 100, gen, False)
     _sync(dev)
     ais = (time.perf_counter() - t) / a.ais_temps
     print(

@@ -121,8 +121,8 @@ def main(argv=None) -> None:
     samplers = {
         "Gibbs-1": RandomScanGibbs,
         "GWG-1": lambda: GWG(n_flips=1),
-        "DULA a=0.1": lambda: DULA(step_size=0.1),
-        "DMALA a=0.2": lambda: DMALA(step_size=0.2),
+        "DULA a=0.1": lambda: DULA(step_size=0.1, precond=None),
+        "DMALA a=0.2": lambda: DMALA(step_size=0.2, precond=None),
     }
     hw = torch.cuda.get_device_name(device) if device.type == "cuda" else platform.processor()
     print(

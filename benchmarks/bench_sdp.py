@@ -1,4 +1,4 @@
-"""Benchmark the AB sampler's SDP for the diagonal D (ebmlab.samplers.ab_sdp).
+"""Benchmark the AB sampler's SDP for the diagonal D (ebmlab.samplers.ab.sdp).
 
 Prints a markdown table: ebmlab's own certified solver (``solver=auto``) against cvxpy+SCS
 at a tight tolerance, on random symmetric W (d = 100, 400, 784), the 20x20 periodic Ising
@@ -22,7 +22,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import networkx as nx  # noqa: E402
 import torch  # noqa: E402
 
-from ebmlab.samplers.ab_sdp import solve_diagonal  # noqa: E402
+from ebmlab.samplers.ab.sdp import solve_diagonal  # noqa: E402
 
 
 def random_symmetric(n: int, seed: int) -> torch.Tensor:

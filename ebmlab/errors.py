@@ -28,3 +28,7 @@ def check(cond: bool, key: str, message: str) -> None:
     """Raise ConfigError(key, message) unless ``cond`` holds."""
     if not cond:
         raise ConfigError(key, message)
+
+
+class CheckpointError(RuntimeError):
+    """No usable checkpoint in a run directory that has some (corrupt or truncated)."""

@@ -1,54 +1,62 @@
-"""The single entry point: compose -> validate -> dispatch to a task.
+"""The single entry point: compose -> validate -> build parts -> loop -> results.
 
-    python -m ebmlab.run task=ising_learning sampler=dmala scale=smoke
-    python -m ebmlab.run -m sampler=gibbs,gwg,dula,dmala seed=0,1,2
+    python -m ebmlab.run experiment=dlp/fig3_ising_sampling scale=smoke
+    python -m ebmlab.run -m experiment=dlp/fig3_ising_sampling        # the figure's sweep
 
-Configuration errors (unknown option, wrong type, out-of-range value, shape
-mismatch, missing data file) end with one message naming the key and exit
-code 2, before any compute. A run directory that holds a checkpoint resumes.
+Exit codes: 0 success; 1 the run diverged or failed; 2 configuration or input error
+(one message naming the key, before any compute); 3 the run directory cannot be used
+(another process holds it, it is read-only, or the disk is full). In a ``-m`` sweep a
+failing job is recorded in its directory (``status.json``) and the sweep goes on; the
+sweep prints a summary and exits with the worst job's code.
 """
 
 from __future__ import annotations
 
-import json
-import shutil
+import errno
 import sys
 from pathlib import Path
 
 import hydra
-import torch
 from hydra.core.hydra_config import HydraConfig
+from hydra.experimental.callback import Callback
+from hydra.types import RunMode
 from omegaconf import DictConfig, OmegaConf
 
-from ebmlab.errors import ConfigError, DivergenceError
-from ebmlab.utils.config import build, validate_node
-from ebmlab.utils.context import RunContext
+from ebmlab.core.context import RunContext
+from ebmlab.core.loop import LoopTask, run_task
+from ebmlab.errors import CheckpointError, ConfigError, DivergenceError
+from ebmlab.utils import rundir
+from ebmlab.utils.config import apply_when, build, check_state_space, validate_node
 from ebmlab.utils.logging import MetricLogger
+from ebmlab.utils.memory import check_memory
 from ebmlab.utils.seeding import make_generator, resolve_device, seed_everything
 from ebmlab.utils.workspace import Workspace
 
 CONF_DIR = Path(__file__).resolve().parent.parent / "conf"
 GROUPS = ("task", "model", "dataset", "sampler", "learner", "logger")
-EXIT_CONFIG = 2
-_STATE = {"task_started": False}
+EXIT_OK, EXIT_FAILED, EXIT_CONFIG, EXIT_RUNDIR = 0, 1, 2, 3
+_STATE: dict = {"task_started": False}
 
-
-def _run_name(override_dirname: str) -> str:
-    return override_dirname or "default"
-
-
-OmegaConf.register_new_resolver("run_name", _run_name, replace=True)
+OmegaConf.register_new_resolver("run_name", rundir.short_name, replace=True)
 OmegaConf.register_new_resolver("mul", lambda a, b: a * b, replace=True)
 
 
-def _config_error(msg: str) -> None:
-    print(f"ebmlab: configuration error: {msg}", file=sys.stderr)
-    sys.exit(EXIT_CONFIG)
+class RunFailure(Exception):
+    """A job ended without results: ``code`` is its exit code, ``message`` one line."""
+
+    def __init__(self, code: int, message: str):
+        self.code, self.message = code, message
+        super().__init__(message)
 
 
 def _options(group: str) -> list[str]:
     d = CONF_DIR / group
     return sorted(p.relative_to(d).with_suffix("").as_posix() for p in d.rglob("*.yaml"))
+
+
+def _config_exit(msg: str) -> None:
+    print(f"ebmlab: configuration error: {msg}", file=sys.stderr)
+    sys.exit(EXIT_CONFIG)
 
 
 def precheck_overrides(argv: list[str]) -> None:
@@ -58,39 +66,34 @@ def precheck_overrides(argv: list[str]) -> None:
             continue
         key, value = arg.split("=", 1)
         key = key.lstrip("+~")
-        if key.startswith("hydra/") or key.startswith("hydra."):
-            group = key
-            d = CONF_DIR / key
-        else:
-            group = key
-            d = CONF_DIR / key
+        d = CONF_DIR / key
         if not d.is_dir() or "." in key:
             continue
-        allowed = _options(group)
+        allowed = _options(key)
         for choice in value.split(","):
             choice = choice.strip()
+            if choice in ("null", "") and key in GROUPS:
+                _config_exit(
+                    f"{key}={choice or 'null'}: a {key} cannot be removed on the command line "
+                    f"(an experiment that needs none leaves it out); allowed: {', '.join(allowed)}"
+                )
             if choice in ("null", "") or choice.startswith(("range(", "choice(", "glob(")):
                 continue
             if choice not in allowed:
-                _config_error(
-                    f"{group}={choice}: unknown option; allowed: {', '.join(allowed) or '(none)'}"
+                _config_exit(
+                    f"{key}={choice}: unknown option; allowed: {', '.join(allowed) or '(none)'}"
                 )
 
 
-def _check_device(name: str) -> torch.device:
+def _check_device(name: str):
+    import torch
+
     if name != "auto" and not (name == "cpu" or name.startswith("cuda")):
         raise ConfigError("device", f"must be auto, cpu, cuda or cuda:N (got {name!r})")
     device = resolve_device(name)
     if device.type == "cuda" and not torch.cuda.is_available():
         raise ConfigError("device", f"{name} requested but CUDA is not available; use auto or cpu")
     return device
-
-
-def _fresh(run_dir: Path) -> None:
-    for name in ("checkpoints", "figures", "wandb"):
-        shutil.rmtree(run_dir / name, ignore_errors=True)
-    for name in ("metrics.jsonl", "results.json", "wandb_id.txt", ".fault_done"):
-        (run_dir / name).unlink(missing_ok=True)
 
 
 def _print_results(results: dict, run_dir: Path, note: str = "") -> None:
@@ -103,34 +106,38 @@ def _print_results(results: dict, run_dir: Path, note: str = "") -> None:
     print(f"Run directory: {run_dir}")
 
 
-def execute(cfg: DictConfig):
-    """Validate the whole config, then run the task. Returns the task's main metric."""
-    _STATE["task_started"] = True
-    hc = HydraConfig.get()
-    run_dir = Path(hc.runtime.output_dir)
-    choices = {k: v for k, v in hc.runtime.choices.items() if not k.startswith("hydra")}
-    try:
-        for group in GROUPS:
-            node = cfg.get(group)
-            if isinstance(node, DictConfig) and "_target_" in node:
-                validate_node(node, group)
-        if not isinstance(cfg.get("task"), DictConfig):
-            raise ConfigError("task", f"no task selected; allowed: {', '.join(_options('task'))}")
-        if not isinstance(cfg.seed, int) or cfg.seed < 0:
-            raise ConfigError("seed", f"must be a non-negative integer (got {cfg.seed!r})")
-        device = _check_device(str(cfg.device))
-        task = build(cfg.task, "task")
+def _validate(cfg: DictConfig, choices: dict) -> None:
+    cli_keys = {o.split("=", 1)[0].lstrip("+~") for o in HydraConfig.get().overrides.task}
+    apply_when(cfg, choices, cli_keys)
+    for group in GROUPS:
+        node = cfg.get(group)
+        if isinstance(node, DictConfig) and "_target_" in node:
+            validate_node(node, group)
+    check_state_space(cfg, choices)
+    if not isinstance(cfg.get("task"), DictConfig):
+        raise ConfigError("task", f"no task selected; allowed: {', '.join(_options('task'))}")
+    if not isinstance(cfg.seed, int) or cfg.seed < 0:
+        raise ConfigError("seed", f"must be a non-negative integer (got {cfg.seed!r})")
+
+
+def _run(cfg: DictConfig, run_dir: Path, choices: dict) -> tuple[dict, str]:
+    """Validate, take the run directory, run the task. Returns (results, main metric)."""
+    _validate(cfg, choices)
+    device = _check_device(str(cfg.device))
+    task = build(cfg.task, "task")
+    if not isinstance(task, LoopTask):
+        raise ConfigError("task._target_", f"{cfg.task._target_} is not a LoopTask")
+    check_memory(task.memory_estimate(cfg), device)
+    identity = rundir.identity(cfg)
+    with rundir.lock(run_dir):
         if cfg.get("fresh", False):
-            _fresh(run_dir)
-        done = run_dir / "results.json"
-        if done.exists():
-            results = json.loads(done.read_text())["metrics"]
-            _print_results(results, run_dir, " (already complete; pass fresh=true to rerun)")
-            return results.get(task.main_metric)
+            rundir.clear(run_dir)
+        done = rundir.claim(run_dir, identity)
+        if done is not None:
+            _print_results(done, run_dir, " (already complete; pass fresh=true to rerun)")
+            return done, task.main_metric
         seed_everything(int(cfg.seed))
-        generator = make_generator(int(cfg.seed), device)
         logger_settings = build(cfg.logger, "logger") if cfg.get("logger") else None
-        scale = str(choices.get("scale", "paper"))
         logger = MetricLogger(
             run_dir,
             logger_settings,
@@ -141,32 +148,100 @@ def execute(cfg: DictConfig):
             cfg=cfg,
             run_dir=run_dir,
             device=device,
-            generator=generator,
+            generator=make_generator(int(cfg.seed), device),
             logger=logger,
             workspace=Workspace(run_dir),
-            scale=scale,
+            scale=str(choices.get("scale", "paper")),
             choices=choices,
         )
-        exit_code = 1
+        exit_code = EXIT_FAILED
         try:
-            task.setup(ctx)  # builds components; ConfigErrors surface here, before compute
-            results = task.run(ctx)
+            results = run_task(task, ctx)
             ctx.write_results(results)
-            exit_code = 0
+            exit_code = EXIT_OK
+        except DivergenceError as e:
+            raise RunFailure(EXIT_FAILED, f"{e}; {rundir.kept_checkpoint(ctx)}") from None
         finally:
             logger.finish(exit_code)
-    except ConfigError as e:
-        _config_error(str(e))
-    except FileNotFoundError as e:
-        _config_error(f"missing file: {e}")
-    except DivergenceError as e:
-        print(
-            f"ebmlab: {e}; the last good checkpoint is kept in {run_dir / 'checkpoints'}",
-            file=sys.stderr,
-        )
-        sys.exit(1)
     _print_results(results, run_dir)
-    return results.get(task.main_metric)
+    return results, task.main_metric
+
+
+def execute(cfg: DictConfig):
+    """Run one job; in a sweep, record a failure and return instead of exiting."""
+    _STATE["task_started"] = True
+    hc = HydraConfig.get()
+    run_dir = Path(hc.runtime.output_dir)
+    choices = {k: v for k, v in hc.runtime.choices.items() if not k.startswith("hydra")}
+    sweep = hc.mode == RunMode.MULTIRUN
+    try:
+        try:
+            results, main = _run(cfg, run_dir, choices)
+        except ConfigError as e:
+            raise RunFailure(EXIT_CONFIG, f"configuration error: {e}") from None
+        except FileNotFoundError as e:
+            raise RunFailure(EXIT_CONFIG, f"configuration error: missing file: {e}") from None
+        except (rundir.RunDirError, CheckpointError) as e:
+            raise RunFailure(EXIT_RUNDIR, str(e)) from None
+        except OSError as e:
+            if e.errno in (errno.EROFS, errno.EACCES, errno.EPERM, errno.ENOSPC, errno.EDQUOT):
+                what = (
+                    "the disk is full"
+                    if e.errno in (errno.ENOSPC, errno.EDQUOT)
+                    else ("it is not writable (read-only or no permission)")
+                )
+                raise RunFailure(
+                    EXIT_RUNDIR, f"cannot write the run directory {run_dir}: {what} ({e})"
+                ) from None
+            raise
+    except RunFailure as f:
+        print(f"ebmlab: {f.message}", file=sys.stderr)
+        if not sweep:
+            sys.exit(f.code)
+        rundir.write_status(run_dir, f.code, f.message)
+        rundir.SWEEP_JOBS.append((run_dir, f.code, f.message))
+        return None
+    if sweep:
+        rundir.write_status(run_dir, EXIT_OK, "ok")
+        rundir.SWEEP_JOBS.append((run_dir, EXIT_OK, "ok"))
+    return results.get(main)
+
+
+def _check_writable(path: Path) -> None:
+    """Exit 3 with one line when the output directory cannot be created or written."""
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+        probe = path / ".write_test"
+        probe.write_text("")
+        probe.unlink()
+    except OSError as e:
+        what = (
+            "the disk is full"
+            if e.errno in (errno.ENOSPC, errno.EDQUOT)
+            else "it is not writable (read-only or no permission)"
+        )
+        print(f"ebmlab: cannot write the output directory {path}: {what} ({e})", file=sys.stderr)
+        sys.exit(EXIT_RUNDIR)
+
+
+class SweepSummary(Callback):
+    """Checks the output directory before anything is written, and prints one line per
+    failed job at the end of a ``-m`` sweep."""
+
+    def on_run_start(self, config: DictConfig, **kwargs) -> None:
+        _check_writable(Path(config.hydra.run.dir))
+
+    def on_multirun_start(self, config: DictConfig, **kwargs) -> None:
+        _check_writable(Path(config.hydra.sweep.dir))
+
+    def on_multirun_end(self, config: DictConfig, **kwargs) -> None:
+        jobs = rundir.SWEEP_JOBS
+        failed = [j for j in jobs if j[1] != EXIT_OK]
+        if not jobs:
+            return
+        print(f"\nSweep: {len(jobs) - len(failed)} of {len(jobs)} jobs succeeded.", file=sys.stderr)
+        for run_dir, code, msg in failed:
+            print(f"  FAILED (exit {code}) {run_dir}: {msg}", file=sys.stderr)
 
 
 @hydra.main(version_base="1.3", config_path="../conf", config_name="config")
@@ -183,6 +258,9 @@ def cli() -> None:
         if e.code == 1 and not _STATE["task_started"]:
             sys.exit(EXIT_CONFIG)
         raise
+    worst = max((code for _, code, _ in rundir.SWEEP_JOBS), default=EXIT_OK)
+    if worst != EXIT_OK:
+        sys.exit(worst)
 
 
 if __name__ == "__main__":

@@ -22,3 +22,37 @@ def shared_data() -> Path:
 @pytest.fixture
 def gen() -> torch.Generator:
     return torch.Generator().manual_seed(0)
+
+
+@pytest.fixture
+def fashion_mnist_root(tmp_path) -> Path:
+    """A data folder holding a tiny FashionMNIST in the official IDX layout (30 train, 20 test
+    random images with labels), as ``dataset=fashion_mnist`` reads it."""
+    import numpy as np
+
+    from ebmlab.data.idx import write_idx
+
+    d = tmp_path / "FashionMNIST" / "raw"
+    d.mkdir(parents=True)
+    rng = np.random.default_rng(0)
+    for p, n in (("train", 30), ("t10k", 20)):
+        write_idx(d / f"{p}-images-idx3-ubyte.gz", rng.integers(0, 256, (n, 28, 28), np.uint8))
+        write_idx(d / f"{p}-labels-idx1-ubyte.gz", rng.integers(0, 10, n).astype(np.uint8))
+    return tmp_path
+
+
+@pytest.fixture
+def random_rbm():
+    """Factory ``random_rbm(v, h, seed)``: conf/model/rbm.yaml at that size with N(0, 1) weights
+    and biases drawn from ``seed`` (a target with structure, unlike the near-zero init)."""
+    from tests.helpers import from_conf
+
+    def make(v: int = 12, h: int = 5, seed: int = 0):
+        m = from_conf("model/rbm", n_visible=v, n_hidden=h)
+        g = torch.Generator().manual_seed(seed)
+        with torch.no_grad():
+            for p in (m.W, m.b, m.c):
+                p.copy_(torch.randn(p.shape, generator=g))
+        return m
+
+    return make

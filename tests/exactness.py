@@ -136,7 +136,7 @@ def ordinal_target(d: int = 4, n_states: int = 5, seed: int = 0) -> QuadraticOrd
 
 
 def _n_values(model) -> int:
-    kind = getattr(model, "state_kind", "binary")
+    kind = model.state_kind
     if kind == "binary":
         return 2
     if kind == "ordinal":
@@ -332,7 +332,7 @@ def transition_matrix(sampler, model, chunk: int = 64) -> Tensor:
     put on the diagonal; otherwise P = Q (unadjusted).
     """
     Q = proposal_matrix(sampler, model, chunk)
-    if not getattr(sampler, "exact", True):
+    if not sampler.exact:
         return Q
     with torch.no_grad():
         lp = model.log_prob(enumerate_states(model).to(model.device)).double().cpu()

@@ -1,4 +1,4 @@
-"""Running the real entry point from tests."""
+"""Shared test helpers: running the real entry point, and building parts from conf/."""
 
 from __future__ import annotations
 
@@ -8,7 +8,21 @@ import subprocess
 import sys
 from pathlib import Path
 
+from omegaconf import OmegaConf
+
+from ebmlab.utils.config import build
+
 REPO = Path(__file__).resolve().parents[1]
+
+
+def from_conf(option: str, **overrides):
+    """Build ``conf/<option>.yaml`` (e.g. ``"model/rbm"``) with ``overrides`` merged in.
+
+    The YAML is the one source of hyperparameters: a test sets only what it is about (and
+    the keys that interpolate other groups, such as ``n_visible: ${dataset.dim}``).
+    """
+    node = OmegaConf.merge(OmegaConf.load(REPO / "conf" / f"{option}.yaml"), overrides)
+    return build(node, option.split("/")[0])
 
 
 def run_cli(

@@ -1,4 +1,4 @@
-"""Tests for the AB sampler's SDP for the diagonal D (ebmlab.samplers.ab_sdp)."""
+"""Tests for the AB sampler's SDP for the diagonal D (ebmlab.samplers.ab.sdp)."""
 
 import importlib.util
 import math
@@ -7,8 +7,8 @@ import pytest
 import torch
 
 from ebmlab.errors import ConfigError
-from ebmlab.samplers import ab_sdp
-from ebmlab.samplers.ab_sdp import solve_diagonal
+from ebmlab.samplers.ab import sdp as ab_sdp
+from ebmlab.samplers.ab.sdp import solve_diagonal
 
 
 def sym(n, seed, shift=0.0):

@@ -12,14 +12,22 @@ from hydra.utils import instantiate
 from omegaconf import OmegaConf
 
 from ebmlab.errors import ConfigError
-from ebmlab.models.ab_targets import (
-    CONDITIONS,
-    BayesianLogisticRegression,
-    LatticeGaussian,
-    QuarticMixture,
-)
+from ebmlab.models.ab_targets import CONDITIONS
+from tests.helpers import from_conf
 
 CONF = Path(__file__).resolve().parents[1] / "conf" / "model"
+
+
+def lattice_gaussian(**kw):
+    return from_conf("model/lattice_gaussian", **kw)
+
+
+def blr(**kw):
+    return from_conf("model/blr", **kw)
+
+
+def qmm(**kw):
+    return from_conf("model/quartic_mixture", **kw)
 
 
 def _ordinal(model, n, gen):
@@ -37,7 +45,7 @@ def _autograd(model, x):
 
 @pytest.mark.parametrize("condition", ["low", "medium", "high"])
 def test_rotated_precision_has_condition_L(condition):
-    m = LatticeGaussian("rotated", condition).double()
+    m = lattice_gaussian(structure="rotated", condition=condition).double()
     A = m.precision()
     assert A.shape == (100, 100) and torch.allclose(A, A.T)
     ev = torch.linalg.eigvalsh(A)
@@ -49,7 +57,7 @@ def test_rotated_precision_has_condition_L(condition):
 
 @pytest.mark.parametrize("condition", ["low", "medium", "high"])
 def test_sparse_precision_is_a_scaled_cycle(condition):
-    m = LatticeGaussian("sparse", condition).double()
+    m = lattice_gaussian(structure="sparse", condition=condition).double()
     A = m.precision()
     L = CONDITIONS[condition]
     d = 100
@@ -76,16 +84,20 @@ def test_sparse_precision_is_a_scaled_cycle(condition):
 def test_condition_ordering_and_numeric_condition():
     k = []
     for c in ["low", "medium", "high"]:
-        ev = torch.linalg.eigvalsh(LatticeGaussian("sparse", c).double().precision())
+        ev = torch.linalg.eigvalsh(
+            lattice_gaussian(structure="sparse", condition=c).double().precision()
+        )
         k.append(float(ev.max() / ev.min()))
     assert k[0] < k[1] < k[2]
-    ev = torch.linalg.eigvalsh(LatticeGaussian("rotated", 7.0, dim=20).double().precision())
+    ev = torch.linalg.eigvalsh(
+        lattice_gaussian(structure="rotated", condition=7.0, dim=20).double().precision()
+    )
     assert float(ev.max() / ev.min()) == pytest.approx(7.0, rel=1e-6)
 
 
 @pytest.mark.parametrize("structure", ["rotated", "sparse"])
 def test_lattice_gaussian_log_prob_and_grad(structure, gen):
-    m = LatticeGaussian(structure, "medium", center=4.5).double()
+    m = lattice_gaussian(structure=structure, condition="medium", center=4.5).double()
     x = _ordinal(m, 7, gen)
     lp = m.log_prob(x)
     assert lp.shape == (7,)
@@ -98,16 +110,16 @@ def test_lattice_gaussian_log_prob_and_grad(structure, gen):
 
 
 def test_lattice_gaussian_is_seeded():
-    a, b = LatticeGaussian(seed=3), LatticeGaussian(seed=3)
+    a, b = lattice_gaussian(seed=3), lattice_gaussian(seed=3)
     assert torch.equal(a.A, b.A)
-    assert not torch.equal(a.A, LatticeGaussian(seed=4).A)
+    assert not torch.equal(a.A, lattice_gaussian(seed=4).A)
 
 
 # ------------------------------------------------------------------ Bayesian logistic regression
 
 
 def test_blr_data_and_log_prob(gen):
-    m = BayesianLogisticRegression().double()
+    m = blr().double()
     assert m.X.shape == (50, 100) and m.y.shape == (50,) and m.dim == 100
     assert m.state_kind == "binary"
     assert torch.equal(m.beta_true, (torch.arange(100) < 7).double())
@@ -124,7 +136,7 @@ def test_blr_data_and_log_prob(gen):
 
 def test_blr_design_covariance():
     """Rows X_i ~ N(0, 0.25 Lambda Sigma Lambda): check on a large draw."""
-    m = BayesianLogisticRegression(n_data=20000, seed=1).double()
+    m = blr(n_data=20000, seed=1).double()
     d = 100
     lam = torch.exp(-0.25 + torch.arange(d).double() / (d - 1))
     sigma = torch.full((d, d), 0.25, dtype=torch.float64) + torch.eye(d, dtype=torch.float64)
@@ -136,7 +148,7 @@ def test_blr_design_covariance():
 
 
 def test_blr_posterior_prefers_the_truth():
-    m = BayesianLogisticRegression()
+    m = blr()
     zeros = torch.zeros(1, 100)
     assert float(m.log_prob(m.beta_true[None])) > float(m.log_prob(zeros))
 
@@ -145,7 +157,7 @@ def test_blr_posterior_prefers_the_truth():
 
 
 def test_qmm_log_prob_and_grad(gen):
-    m = QuarticMixture().double()
+    m = qmm().double()
     assert m.dim == 50 and m.n_states == 21 and m.n_components == 50
     assert torch.allclose(m.P @ m.P.T, torch.eye(50, dtype=torch.float64), atol=1e-6)
     s = 20 * torch.exp(-0.5 + torch.arange(50).double() / 49)
@@ -174,20 +186,20 @@ def test_qmm_log_prob_and_grad(gen):
 @pytest.mark.parametrize(
     "make,key",
     [
-        (lambda: LatticeGaussian(structure="dense"), "structure"),
-        (lambda: LatticeGaussian(condition="extreme"), "condition"),
-        (lambda: LatticeGaussian(condition=0.5), "condition"),
-        (lambda: LatticeGaussian(n_states=1), "n_states"),
-        (lambda: LatticeGaussian(center=float("inf")), "center"),
-        (lambda: BayesianLogisticRegression(n_active=101), "n_active"),
-        (lambda: QuarticMixture(scale=-1.0), "scale"),
-        (lambda: QuarticMixture(n_components=0), "n_components"),
+        (lambda: lattice_gaussian(structure="dense"), "structure"),
+        (lambda: lattice_gaussian(condition="extreme"), "condition"),
+        (lambda: lattice_gaussian(condition=0.5), "condition"),
+        (lambda: lattice_gaussian(n_states=1), "n_states"),
+        (lambda: lattice_gaussian(center=float("inf")), "center"),
+        (lambda: blr(n_active=101), "n_active"),
+        (lambda: qmm(scale=-1.0), "scale"),
+        (lambda: qmm(n_components=0), "n_components"),
     ],
 )
 def test_bad_arguments_raise_config_error(make, key):
     with pytest.raises(ConfigError) as e:
         make()
-    assert e.value.key == key and "got" in e.value.message
+    assert e.value.key == f"model.{key}" and "got" in e.value.message
 
 
 @pytest.mark.parametrize(

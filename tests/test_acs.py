@@ -1,4 +1,5 @@
-"""Automatic Cyclical Sampler: schedules, kernel exactness, tuning, costs, PCD, config."""
+"""Automatic Cyclical Sampler: schedules, kernel exactness, tuning, costs, the PCD schedule
+(Algorithm 6, ebmlab.learning.acs_schedule), config."""
 
 from __future__ import annotations
 
@@ -11,18 +12,21 @@ import torch
 from omegaconf import OmegaConf
 
 from ebmlab.errors import ConfigError
+from ebmlab.learning.acs_schedule import ACSPCDSchedule
 from ebmlab.models.base import EnergyModel
+from ebmlab.samplers import proposals
 from ebmlab.samplers.acs import (
     ACS,
     ACSKernel,
     alpha_schedule,
-    binary_flip_logits,
-    categorical_log_proposal,
     cosine_beta_schedule,
     cyclical_value,
     kernel_step,
+    log_proposal,
 )
 from ebmlab.samplers.base import value_and_grad
+from ebmlab.samplers.proposals import Langevin
+from ebmlab.samplers.spaces import StateSpace
 from tests.exactness import (
     assert_exact,
     exact_probs,
@@ -39,15 +43,28 @@ from tests.exactness import (
     tv_distance,
     tv_noise_floor,
 )
+from tests.helpers import from_conf
 
 REPO = Path(__file__).resolve().parents[1]
+
+
+def acs(**kw) -> ACS:
+    """conf/sampler/acs.yaml with ``kw``."""
+    return from_conf("sampler/acs", **kw)
 
 
 def _fixed(**kw) -> ACS:
     """An untuned ACS with a short cycle (schedule from Eq. 8 and the cosine beta)."""
     args = dict(steps_per_cycle=4, alpha_max=3.0, alpha_min=0.3, beta_max=0.9, tune=False)
     args.update(kw)
-    return ACS(**args)
+    return acs(**args)
+
+
+def kern(alpha: float, beta: float, mh: bool = True) -> ACSKernel:
+    return ACSKernel(alpha, beta, mh, "auto")
+
+
+BINARY = StateSpace("binary", 2)
 
 
 class Counting(EnergyModel):
@@ -101,7 +118,8 @@ def test_beta_half_is_dmala_flip_probability():
     x = torch.randint(0, 2, (4, 7), generator=g).float()
     grad = torch.randn(4, 7, generator=g)
     dmala = torch.sigmoid(grad * (1 - 2 * x) / 2 - 1 / (2 * 0.2))
-    assert torch.allclose(torch.sigmoid(binary_flip_logits(x, grad, 0.2, 0.5)), dmala)
+    logits = proposals.logits(BINARY, x, grad, Langevin(0.5, step=0.2))
+    assert torch.allclose(torch.sigmoid(logits), dmala)
 
 
 # ---------------------------------------------------------------------------
@@ -111,31 +129,31 @@ def test_beta_half_is_dmala_flip_probability():
 @pytest.mark.parametrize("alpha,beta", [(0.2, 0.5), (1.5, 0.75), (60.0, 0.95)])
 def test_each_binary_kernel_exact(alpha, beta):
     model = strong_rbm()
-    assert kernel_tv(ACSKernel(alpha, beta), model) < 1e-9
+    assert kernel_tv(kern(alpha, beta), model) < 1e-9
     # the same proposal without MH is biased: the check has power
-    assert kernel_tv(ACSKernel(alpha, beta, mh=False), model) > 0.02
+    assert kernel_tv(kern(alpha, beta, mh=False), model) > 0.02
 
 
 def test_binary_kernel_exact_frustrated_ising():
-    assert kernel_tv(ACSKernel(2.0, 0.8), frustrated_ising()) < 1e-9
+    assert kernel_tv(kern(2.0, 0.8), frustrated_ising()) < 1e-9
 
 
 def test_each_ordinal_kernel_exact():
     # more (alpha, beta) pairs are covered by the ordinal cycle test below
     alpha, beta = 3.0, 0.9
     model = ordinal_target()
-    P = transition_matrix(ACSKernel(alpha, beta), model, chunk=625)
+    P = transition_matrix(kern(alpha, beta), model, chunk=625)
     assert rows_sum_to_one(P)
     assert tv_distance(kernel_stationary(P), exact_probs(model)) < 1e-9
-    assert kernel_tv(ACSKernel(alpha, beta, mh=False), model) > 0.02
+    assert kernel_tv(kern(alpha, beta, mh=False), model) > 0.02
 
 
 @pytest.mark.parametrize("make", [strong_rbm, ordinal_target])
 def test_full_cycle_composition_exact(make):
     model = make()
     s = _fixed(steps_per_cycle=4, alpha_max=4.0, alpha_min=0.4)
-    mats = [transition_matrix(k, model, chunk=625) for k in s.kernels(model)]
-    assert len(mats) == 4 and len({(k.alpha, k.beta) for k in s.kernels(model)}) >= 3
+    mats = [transition_matrix(k, model, chunk=625) for k in s.kernels()]
+    assert len(mats) == 4 and len({(k.alpha, k.beta) for k in s.kernels()}) >= 3
     cycle = mats[0]
     for P in mats[1:]:
         cycle = cycle @ P
@@ -189,7 +207,8 @@ def test_categorical_kernel_exact():
     n = X.shape[0]
     lp, g = value_and_grad(model, X)
     xs, gs, ys = X.repeat_interleave(n, 0), g.repeat_interleave(n, 0), X.repeat(n, 1, 1)
-    Q = categorical_log_proposal(xs, gs, ys, 1.0, 0.8).reshape(n, n).exp()
+    space = StateSpace("categorical", model.n_states)
+    Q = log_proposal(space, xs, gs, ys, 1.0, 0.8).reshape(n, n).exp()
     assert torch.allclose(Q.sum(1), torch.ones(n, dtype=Q.dtype))
     P = torch.minimum(Q, torch.exp(lp[None, :] - lp[:, None]) * Q.T)
     P.fill_diagonal_(0.0)
@@ -237,9 +256,9 @@ def test_step_costs_one_forward_one_backward():
 def test_rejected_chains_keep_cached_state():
     model = strong_rbm()
     gen = torch.Generator().manual_seed(0)
-    k = ACSKernel(60.0, 0.95)
+    k = kern(60.0, 0.95)
     state = k.init(model, random_init(model, 500, gen))
-    new, info = kernel_step(model, state, gen, 60.0, 0.95)
+    new, info = kernel_step(model, state, gen, 60.0, 0.95, True, BINARY)
     lp, g = value_and_grad(model, new.x)
     assert torch.allclose(new.log_prob, lp) and torch.allclose(new.grad, g)
     rej = ~info.accepted
@@ -260,7 +279,7 @@ def _tune_target():
 def _tune(target_accept: float):
     model = Counting(_tune_target())
     gen = torch.Generator().manual_seed(0)
-    s = ACS(
+    s = acs(
         steps_per_cycle=5,
         alpha_ceil=5.0,
         target_accept=target_accept,
@@ -282,8 +301,10 @@ def test_tune_bounds_schedule_and_cost(tuned):
     s, model, state, res, _ = tuned
     assert res.budget == 400 and res.n_steps <= res.budget
     assert model.calls == res.n_log_prob == res.n_steps + 1  # +1: init of the bare tensor
-    assert s.alpha_floor <= res.alpha_min <= res.alpha_max <= s.alpha_ceil
+    assert s.tuner.alpha_floor <= res.alpha_min <= res.alpha_max <= s.tuner.alpha_ceil
     assert s.tuned and s.cycle_position == 0
+    installed = (s.alpha_max, s.alpha_min, s.beta_sched)
+    assert installed == (res.alpha_max, res.alpha_min, res.beta_schedule)
     assert res.alpha_schedule == pytest.approx(alpha_schedule(res.alpha_max, res.alpha_min, 5))
     b = res.beta_schedule
     assert len(b) == 5 and b[0] == s.beta_max
@@ -295,7 +316,7 @@ def test_tune_bounds_schedule_and_cost(tuned):
 
 
 def _mean_accept(model, state, gen, alpha, beta, n=30):
-    k = ACSKernel(alpha, beta)
+    k = kern(alpha, beta)
     tot = 0.0
     for _ in range(n):
         state, info = k.step(model, state, gen)
@@ -321,11 +342,11 @@ def test_tuned_cycle_is_exact():
     # the tuned schedule on a target small enough to enumerate: pi P_1 ... P_s = pi
     model = strong_rbm()
     gen = torch.Generator().manual_seed(0)
-    s = ACS(steps_per_cycle=4, burnin_steps=10, burnin_mh_steps=8, tune_budget=100)
+    s = acs(steps_per_cycle=4, burnin_steps=10, burnin_mh_steps=8, tune_budget=100)
     s.tune(model, random_init(model, 64, gen), gen, n_steps_total=100)
     p = exact_probs(model)
     q = p
-    for k in s.kernels(model):
+    for k in s.kernels():
         q = q @ transition_matrix(k, model, chunk=256)
     assert tv_distance(q, p) < 1e-9
 
@@ -337,7 +358,7 @@ def test_tuned_cycle_is_exact():
 def test_state_dict_roundtrip_resumes_identically(tmp_path):
     model = strong_rbm()
     gen = torch.Generator().manual_seed(0)
-    s = ACS(steps_per_cycle=4, burnin_steps=5, burnin_mh_steps=4, tune_budget=60)
+    s = acs(steps_per_cycle=4, burnin_steps=5, burnin_mh_steps=4, tune_budget=60)
     state, _ = s.tune(model, random_init(model, 32, gen), gen, n_steps_total=500)
     for _ in range(7):
         state, _ = s.step(model, state, gen)
@@ -347,7 +368,7 @@ def test_state_dict_roundtrip_resumes_identically(tmp_path):
         state_ref, _ = s.step(model, state if not ref else ref[-1], gen)
         ref.append(state_ref)
     ck = torch.load(tmp_path / "ck.pt", weights_only=True)
-    s2 = ACS(steps_per_cycle=4, burnin_steps=5, burnin_mh_steps=4, tune_budget=60)
+    s2 = acs(steps_per_cycle=4, burnin_steps=5, burnin_mh_steps=4, tune_budget=60)
     s2.load_state_dict(ck["sampler"])
     assert s2.state_dict() == {**s.state_dict(), "step_count": 7}
     gen2 = torch.Generator().manual_seed(99)
@@ -357,22 +378,31 @@ def test_state_dict_roundtrip_resumes_identically(tmp_path):
         st, _ = s2.step(model, st, gen2)
         assert torch.equal(st.x, r.x)
     with pytest.raises(ConfigError) as e:
-        ACS(steps_per_cycle=5, tune=False).load_state_dict(ck["sampler"])
+        acs(steps_per_cycle=5, tune=False).load_state_dict(ck["sampler"])
     assert e.value.key == "steps_per_cycle"
 
 
 # ---------------------------------------------------------------------------
-# PCD variant (Algorithm 6)
+# PCD schedule (Algorithm 6, ebmlab.learning.acs_schedule)
+
+
+def _schedule(sampler, **kw) -> ACSPCDSchedule:
+    args = dict(cycle_length=50, retune_max_every=25, retune_min_every=25, tune_budget=200,
+                adaptive_floor=False, explore_steps=0)  # fmt: skip
+    args.update(kw)
+    sched = ACSPCDSchedule(**args)
+    sched.bind(sampler)
+    return sched
 
 
 def test_pcd_step_params_and_tune_actions():
-    s = ACS(tune=False, alpha_max=4.0, alpha_min=0.2, beta_max=0.9, pcd_cycle_length=8,
-            pcd_retune_max_every=3, pcd_retune_min_every=1)  # fmt: skip
-    assert s.pcd_step_params(0) == (4.0, 0.9, False)
-    assert s.pcd_step_params(16) == (4.0, 0.9, False)
-    assert s.pcd_step_params(1) == (0.2, 0.5, True)
-    assert s.pcd_step_params(15) == (0.2, 0.5, True)
-    acts = {i: s.pcd_tune_action(i) for i in range(40) if s.pcd_tune_action(i)}
+    s = acs(tune=False, alpha_max=4.0, alpha_min=0.2, beta_max=0.9)
+    sched = _schedule(s, cycle_length=8, retune_max_every=3, retune_min_every=1)
+    assert sched.step_params(0) == (4.0, 0.9, False)
+    assert sched.step_params(16) == (4.0, 0.9, False)
+    assert sched.step_params(1) == (0.2, 0.5, True)
+    assert sched.step_params(15) == (0.2, 0.5, True)
+    acts = {i: sched.tune_action(i) for i in range(40) if sched.tune_action(i)}
     assert acts == {0: "alpha_max", 1: "alpha_min", 9: "alpha_min", 17: "alpha_min",
                     24: "alpha_max", 25: "alpha_min", 33: "alpha_min"}  # fmt: skip
 
@@ -380,22 +410,46 @@ def test_pcd_step_params_and_tune_actions():
 def test_pcd_retune_and_step():
     model = Counting(_tune_target())
     gen = torch.Generator().manual_seed(0)
-    s = ACS(tune=False, pcd_tune_budget=20, pcd_adaptive_floor=True)
+    s = acs(tune=False)
+    sched = _schedule(s, tune_budget=20, adaptive_floor=True)
     state = s.init(model, random_init(model, 64, gen))
     calls = model.calls
-    state, r = s.pcd_retune(model, state, gen, "alpha_max")
+    state, r = sched.retune(model, state, gen, "alpha_max")
     assert r.n_steps == 20 and model.calls - calls == 20
-    assert s.alpha_floor <= s.alpha_max <= s.alpha_ceil
+    assert s.tuner.alpha_floor <= s.alpha_max <= s.tuner.alpha_ceil
     for _ in range(3):
-        state, r = s.pcd_retune(model, state, gen, "alpha_min")
-        assert s.alpha_floor <= s.alpha_min <= s.alpha_max
-    assert len(s.alpha_min_history) == 3 and s.state_dict()["alpha_min_history"]
+        state, r = sched.retune(model, state, gen, "alpha_min")
+        assert s.tuner.alpha_floor <= s.alpha_min <= s.alpha_max
+    assert len(sched.alpha_min_history) == 3 and sched.state_dict()["alpha_min_history"]
     calls = model.calls
-    state, info = s.pcd_step(model, state, gen, iteration=0, n_steps=5)  # explore: no MH
+    state, info = sched.sample(model, state, gen, iteration=0, n_steps=5)  # explore: no MH
     assert torch.all(info.accept_prob == 1) and info.jump.mean() > 0
-    state, info = s.pcd_step(model, state, gen, iteration=3, n_steps=5)  # exploit: MH
+    state, info = sched.sample(model, state, gen, iteration=3, n_steps=5)  # exploit: MH
     assert model.calls - calls == 10 and info.n_log_prob == 5
     assert float(info.accept_prob.min()) < 1  # the MH test is applied
+
+
+@pytest.mark.parametrize(
+    "kw,key",
+    [
+        (dict(cycle_length=1), "cycle_length"),
+        (dict(retune_max_every=0), "retune_max_every"),
+        (dict(retune_min_every=0), "retune_min_every"),
+        (dict(explore_steps=-1), "explore_steps"),
+        (dict(tune_budget=2), "learner.acs.tune_budget"),  # < sampler.alpha_candidates
+    ],
+)
+def test_bad_pcd_schedule_settings(kw, key):
+    with pytest.raises(ConfigError) as e:
+        _schedule(acs(tune=False), **kw)
+    assert e.value.key == key and "got" in e.value.message
+
+
+def test_pcd_schedule_needs_acs():
+    from ebmlab.samplers.dlp import DMALA
+
+    with pytest.raises(ConfigError, match="needs sampler=acs"):
+        _schedule(DMALA(0.2, None))
 
 
 # ---------------------------------------------------------------------------
@@ -416,14 +470,13 @@ def test_pcd_retune_and_step():
         (dict(tune_budget=50), "tune_budget"),  # below the minimum Algorithm 2 needs
         (dict(tune_budget_frac=1.5), "tune_budget_frac"),
         (dict(alpha_candidates=1), "alpha_candidates"),
-        (dict(pcd_cycle_length=1), "pcd_cycle_length"),
-        (dict(pcd_tune_budget=2), "pcd_tune_budget"),
+        (dict(state_kind="spin"), "state_kind"),
     ],
 )
 def test_bad_settings_raise_config_error(kw, key):
     with pytest.raises(ConfigError) as e:
-        ACS(**kw)
-    assert e.value.key == key
+        acs(**kw)
+    assert e.value.key == f"sampler.{key}"
     assert "got" in e.value.message
 
 
@@ -432,14 +485,14 @@ def test_budget_checks_before_sampling():
     gen = torch.Generator().manual_seed(0)
     x = random_init(model, 4, gen)
     with pytest.raises(ConfigError, match="must not exceed the run") as e:
-        ACS(tune_budget=1000).tune(model, x, gen, n_steps_total=500)
+        acs(tune_budget=1000).tune(model, x, gen, n_steps_total=500)
     assert e.value.key == "tune_budget"
     with pytest.raises(ConfigError, match="needs >=") as e:
-        ACS().tune(model, x, gen, n_steps_total=1000)  # 10% = 100 < 300 steps needed
+        acs().tune(model, x, gen, n_steps_total=1000)  # 10% = 100 < 300 steps needed
     assert e.value.key == "tune_budget"
     assert model.calls == 0  # nothing was evaluated
     with pytest.raises(RuntimeError, match="not tuned"):
-        s = ACS()
+        s = acs()
         s.step(model, s.init(model, x), gen)
 
 
@@ -451,7 +504,7 @@ def test_unsupported_state_kind():
             return -(x**2).sum(-1)
 
     with pytest.raises(ConfigError) as e:
-        ACS(tune=False).init(Cont(), torch.zeros(2, 2))
+        acs(tune=False).init(Cont(), torch.zeros(2, 2))
     assert e.value.key == "sampler.state_kind"
 
 
@@ -461,7 +514,8 @@ def test_yaml_config_instantiates():
     node = OmegaConf.load(REPO / "conf" / "sampler" / "acs.yaml")
     s = build(node, "sampler")
     assert isinstance(s, ACS)
-    assert (s.target_accept, s.zeta, s.alpha_ceil, s.alpha_floor) == (0.5, 0.5, 60.0, 0.05)
+    t = s.tuner
+    assert (t.target_accept, t.zeta, t.alpha_ceil, t.alpha_floor) == (0.5, 0.5, 60.0, 0.05)
     assert (s.beta_max, s.beta_min, s.steps_per_cycle, s.tune_enabled) == (0.95, 0.5, 20, True)
     bad = OmegaConf.merge(node, {"beta_max": 0.3})
     with pytest.raises(ConfigError) as e:

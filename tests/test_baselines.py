@@ -40,6 +40,7 @@ from tests.exactness import (
     tv_distance,
     tv_noise_floor,
 )
+from tests.helpers import from_conf
 
 CONF = __import__("pathlib").Path(__file__).resolve().parents[1] / "conf"
 
@@ -49,6 +50,20 @@ TARGETS = {
     "ord3": lambda: ordinal_target(d=3),
     "ord4": ordinal_target,
 }
+
+
+def make_rwm(**kw) -> RWM:
+    """conf/sampler/rwm.yaml without adaptation unless ``adapt_steps`` is given."""
+    return from_conf("sampler/rwm", **{"adapt_steps": 0, **kw})
+
+
+def make_lb(**kw) -> LocallyBalanced:
+    return from_conf("sampler/lb1", **kw)
+
+
+def make_hb(*args, **kw) -> HammingBall:
+    """HB-k-l from conf/sampler/hb_10_1.yaml: ``make_hb(k, l)``."""
+    return from_conf("sampler/hb_10_1", **dict(zip(("block_size", "radius"), args)), **kw)
 
 
 @pytest.fixture(scope="module")
@@ -71,7 +86,7 @@ def models():
 )
 def test_lb1_kernel_is_exact(models, target, neighbourhood, balance):
     model = models[target]
-    lb = LocallyBalanced(neighbourhood=neighbourhood, balance=balance)
+    lb = make_lb(neighbourhood=neighbourhood, balance=balance)
     Q = proposal_matrix(lb, model)
     assert rows_sum_to_one(Q)
     assert torch.all(torch.diagonal(Q) == 0)  # never proposes to stay
@@ -86,7 +101,7 @@ def test_lb1_sqrt_proposal_matches_formula(models):
     model = models["ising8"]
     X = enumerate_states(model)
     lp = model.log_prob(X)
-    Q = proposal_matrix(LocallyBalanced(), model)
+    Q = proposal_matrix(make_lb(), model)
     ham = torch.cdist(X.double(), X.double(), p=1)
     w = torch.exp((lp[None, :] - lp[:, None]) / 2) * (ham == 1)
     assert torch.allclose(Q, w / w.sum(1, keepdim=True), atol=1e-10)
@@ -95,7 +110,7 @@ def test_lb1_sqrt_proposal_matches_formula(models):
 @pytest.mark.parametrize("target,radius", [("ising8", 1.0), ("ising8", 2.0), ("rbm", 3.3)])
 def test_rwm_binary_kernel_is_exact(models, target, radius):
     model = models[target]
-    rwm = RWM(radius=radius)
+    rwm = make_rwm(radius=radius)
     Q = proposal_matrix(rwm, model)
     assert rows_sum_to_one(Q)
     assert torch.allclose(Q, Q.T)  # symmetric proposal
@@ -106,7 +121,7 @@ def test_rwm_binary_kernel_is_exact(models, target, radius):
 @pytest.mark.parametrize("radius", [0.7, 2.0])
 def test_rwm_ordinal_kernel_is_exact(models, radius):
     model = models["ord3"]
-    rwm = RWM(radius=radius)
+    rwm = make_rwm(radius=radius)
     Q = proposal_matrix(rwm, model)
     assert torch.allclose(Q, Q.T)
     assert bool((Q.sum(1) <= 1 + 1e-12).all())  # mass off the box is rejected
@@ -164,18 +179,19 @@ def test_ball_offsets_enumerate_the_ball():
 @pytest.mark.parametrize(
     "name,make,target,n_steps",
     [
-        ("lb1", lambda: LocallyBalanced(), "ising8", 60),
-        ("lb1-pm1", lambda: LocallyBalanced(neighbourhood="pm1"), "ord3", 100),
-        ("rwm", lambda: RWM(radius=2.0), "rbm", 100),
-        ("rwm-ord", lambda: RWM(radius=1.5), "ord4", 100),
-        ("hb-3-1", lambda: HammingBall(3, 1), "rbm", 60),
-        ("hb-2-1-ord", lambda: HammingBall(2, 1), "ord4", 60),
+        ("lb1", lambda: make_lb(), "ising8", 60),
+        ("lb1-pm1", lambda: make_lb(neighbourhood="pm1"), "ord3", 100),
+        ("rwm", lambda: make_rwm(radius=2.0), "rbm", 100),
+        ("rwm-ord", lambda: make_rwm(radius=1.5), "ord4", 100),
+        ("hb-3-1", lambda: make_hb(3, 1), "rbm", 60),
+        ("hb-2-1-ord", lambda: make_hb(2, 1), "ord4", 60),
     ],
 )
 def test_step_samples_the_target(models, name, make, target, n_steps):
     model = models[target]
     sampler = make()
-    if hasattr(sampler, "log_proposal"):  # the chains must forget the start well below floor
+    if isinstance(sampler, (LocallyBalanced, RWM)):  # q(y|x) is tractable: the chains
+        # must forget the start well below the floor
         assert kernel_marginal_tv(sampler, model, n_steps) < 2e-3
     tv, floor = sample_tv(sampler, model, n_chains=4000, n_steps=n_steps, seed=3)
     assert tv <= floor, f"{name}: TV {tv:.4f} > iid floor {floor:.4f}"
@@ -185,9 +201,9 @@ def test_step_samples_the_target(models, name, make, target, n_steps):
 @pytest.mark.parametrize(
     "make,n_steps",
     [
-        (lambda: LocallyBalanced(), 150),
-        (lambda: RWM(radius=1.5), 300),
-        (lambda: HammingBall(4, 1), 150),
+        (lambda: make_lb(), 150),
+        (lambda: make_rwm(radius=1.5), 300),
+        (lambda: make_hb(4, 1), 150),
     ],
 )
 @pytest.mark.parametrize("target", ["ising10", "rbm", "ord4"])
@@ -207,7 +223,7 @@ def test_hb_step_count_mixes_and_negative_control(models):
     assert tv_distance(mu, exact_probs(model)) < 2e-3
     hot = strong_rbm(weight_scale=1.2)  # a different target: the MC check must fail
     gen = torch.Generator().manual_seed(3)
-    x = run_chains(HammingBall(3, 1), hot, random_init(hot, 4000, gen), 60, gen)
+    x = run_chains(make_hb(3, 1), hot, random_init(hot, 4000, gen), 60, gen)
     floor = tv_noise_floor(exact_probs(model), 4000)
     assert tv_distance(empirical_probs(x, model), exact_probs(model)) > 2 * floor
 
@@ -218,7 +234,7 @@ def test_hb_step_count_mixes_and_negative_control(models):
 def test_lb1_costs_and_neighbour_cache(models, gen):
     for target, nb, M in [("ising8", "hamming", 8), ("ord4", "hamming", 16), ("ord4", "pm1", 8)]:
         model = models[target]
-        lb = LocallyBalanced(neighbourhood=nb)
+        lb = make_lb(neighbourhood=nb)
         assert lb.n_neighbours(model) == M
         state = lb.init(model, random_init(model, 50, gen))
         assert lb.init_cost() == (M + 1, 0)
@@ -235,7 +251,7 @@ def test_lb1_costs_and_neighbour_cache(models, gen):
 
 def test_lb1_recomputes_stale_cache(models, gen):
     model = models["ising8"]
-    lb = LocallyBalanced()
+    lb = make_lb()
     state = lb.init(model, random_init(model, 20, gen))
     other = random_init(model, 20, gen)  # e.g. moved by another sampler, extra kept
     moved = state.replace(x=other, log_prob=model.log_prob(other))
@@ -249,8 +265,8 @@ def test_chunked_evaluation_gives_the_same_chain(models):
     """chunk_size only splits the batched log_prob calls: identical draws for a fixed seed."""
     model = models["ord4"]
     for make in (
-        lambda c: LocallyBalanced(chunk_size=c),
-        lambda c: HammingBall(2, 1, chunk_size=c),
+        lambda c: make_lb(chunk_size=c),
+        lambda c: make_hb(2, 1, chunk_size=c),
     ):
         xs = []
         for c in (None, 7):
@@ -262,7 +278,7 @@ def test_chunked_evaluation_gives_the_same_chain(models):
 def test_hb_costs_and_jumps(models, gen):
     for target, k, l, H in [("rbm", 3, 1, 4), ("rbm", 4, 2, 11), ("ord4", 2, 1, 9)]:
         model = models[target]
-        hb = HammingBall(k, l)
+        hb = make_hb(k, l)
         assert hb.n_ball(model) == H
         state = hb.init(model, random_init(model, 200, gen))
         for _ in range(3):
@@ -273,7 +289,7 @@ def test_hb_costs_and_jumps(models, gen):
             assert int(changed.max()) <= min(k, 2 * l)  # x, x' both within l of u, inside B
         assert torch.allclose(state.log_prob, model.log_prob(state.x))
     with pytest.raises(ValueError, match="block_size"):
-        HammingBall(10, 1).step(models["rbm"], state, gen)
+        make_hb(10, 1).step(models["rbm"], state, gen)
 
 
 def _space(model):
@@ -282,7 +298,7 @@ def _space(model):
 
 def _adapted_acceptance(model, seed: int) -> tuple[RWM, float]:
     gen = torch.Generator().manual_seed(seed)
-    rwm = RWM(radius=1.0, adapt_steps=400)
+    rwm = make_rwm(radius=1.0, adapt_steps=400)
     stats: dict = {}
     run_chains(rwm, model, random_init(model, 200, gen), 400, gen, stats=stats)
     assert not rwm.adapting
@@ -294,7 +310,9 @@ def _adapted_acceptance(model, seed: int) -> tuple[RWM, float]:
 
 
 def test_rwm_adaptation_reaches_0234_ordinal():
-    model = LatticeGaussian(dim=10, condition="medium", seed=1)
+    model = LatticeGaussian(
+        structure="rotated", condition="medium", dim=10, n_states=21, center=None, seed=1
+    )
     rwm, acc = _adapted_acceptance(model, 0)
     assert abs(acc - 0.234) < 0.03, (rwm.radius, acc)
     assert 0.1 < rwm.radius < 1.0
@@ -308,9 +326,9 @@ def test_rwm_adaptation_reaches_0234_binary():
 
 
 def test_rwm_state_dict_roundtrip():
-    a = RWM(radius=1.0, adapt_steps=10)
+    a = make_rwm(radius=1.0, adapt_steps=10)
     a.radius, a.t = 3.25, 7
-    b = RWM(radius=1.0, adapt_steps=10)
+    b = make_rwm(radius=1.0, adapt_steps=10)
     b.load_state_dict(a.state_dict())
     assert (b.radius, b.t, b.adapting) == (3.25, 7, True)
 
@@ -323,8 +341,8 @@ def test_rwm_ordinal_never_evaluates_outside_the_box(gen):
             seen.append(x.clone())
             return super().log_prob(x)
 
-    model = Spy(dim=5, condition="low", n_states=3, center=0.0)
-    rwm = RWM(radius=3.0)
+    model = Spy(structure="rotated", condition="low", dim=5, n_states=3, center=0.0, seed=0)
+    rwm = make_rwm(radius=3.0)
     state = rwm.init(model, random_init(model, 100, gen))
     for _ in range(5):
         state, info = rwm.step(model, state, gen)
@@ -339,23 +357,23 @@ def test_rwm_ordinal_never_evaluates_outside_the_box(gen):
 @pytest.mark.parametrize(
     "make,key",
     [
-        (lambda: RWM(radius=0.0), "radius"),
-        (lambda: RWM(adapt_steps=-1), "adapt_steps"),
-        (lambda: RWM(target_accept=1.0), "target_accept"),
-        (lambda: RWM(adapt_rate=float("nan")), "adapt_rate"),
-        (lambda: LocallyBalanced(neighbourhood="ball"), "neighbourhood"),
-        (lambda: LocallyBalanced(balance="linear"), "balance"),
-        (lambda: HammingBall(block_size=0), "block_size"),
-        (lambda: HammingBall(block_size=3, radius=4), "radius"),
-        (lambda: HammingBall(block_size=40, radius=20), "radius"),
-        (lambda: HammingBall(chunk_size=0), "chunk_size"),
-        (lambda: LocallyBalanced(chunk_size=2.5), "chunk_size"),
+        (lambda: make_rwm(radius=0.0), "radius"),
+        (lambda: make_rwm(adapt_steps=-1), "adapt_steps"),
+        (lambda: make_rwm(target_accept=1.0), "target_accept"),
+        (lambda: make_rwm(adapt_rate=float("nan")), "adapt_rate"),
+        (lambda: make_lb(neighbourhood="ball"), "neighbourhood"),
+        (lambda: make_lb(balance="linear"), "balance"),
+        (lambda: make_hb(block_size=0), "block_size"),
+        (lambda: make_hb(block_size=3, radius=4), "radius"),
+        (lambda: make_hb(block_size=40, radius=20), "radius"),
+        (lambda: make_hb(chunk_size=0), "chunk_size"),
+        (lambda: make_lb(chunk_size=2.5), "chunk_size"),
     ],
 )
 def test_bad_hyperparameters_raise_config_error(make, key):
     with pytest.raises(ConfigError) as e:
         make()
-    assert e.value.key == key and "got" in e.value.message
+    assert e.value.key == f"sampler.{key}" and "got" in e.value.message
 
 
 @pytest.mark.parametrize("name", ["rwm", "lb1", "hb_10_1"])

@@ -14,19 +14,20 @@ import numpy as np
 import pytest
 import torch
 
-from ebmlab.data.binary_images import (
-    BinaryImages,
-    ImageSplit,
-    binarize_batch,
-    load_binary_images,
-)
+from ebmlab.data.binary_images import BinaryImages, ImageSplit, binarize_batch
 from ebmlab.data.idx import read_idx, write_idx
 from ebmlab.errors import ConfigError
+from tests.helpers import from_conf
 
 FIX = Path(__file__).parent / "fixtures" / "images"
 _spec = importlib.util.spec_from_file_location("make_fixtures", FIX / "make_fixtures.py")
 mf = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(mf)
+
+
+def images(option: str, data_dir, **kw) -> BinaryImages:
+    """conf/dataset/<option>.yaml reading ``data_dir`` (``kw`` overrides other keys)."""
+    return from_conf(f"dataset/{option}", data_dir=str(data_dir), **kw)
 
 
 def _flat(imgs) -> torch.Tensor:
@@ -66,7 +67,7 @@ def test_idx_roundtrip_and_errors(tmp_path):
 
 
 def test_static_mnist_fixture_amat_and_mat():
-    ds = BinaryImages("static_mnist", str(FIX))
+    ds = images("static_mnist", FIX)
     for split, n in mf.SIZES["static"].items():
         sp = ds.split(split)
         want = _flat([mf.binary_image(i, 100 * len(split)) for i in range(n)])
@@ -76,7 +77,7 @@ def test_static_mnist_fixture_amat_and_mat():
 
 
 def test_dynamic_mnist_fixture_splits_and_fixed_eval_bits():
-    ds = BinaryImages("dynamic_mnist", str(FIX), n_valid=10)
+    ds = images("dynamic_mnist", FIX, n_valid=10)
     gray = _flat([mf.gray_image(i) for i in range(30)]) / 255.0
     assert ds.train.binarize == "dynamic"
     assert torch.allclose(ds.train.x, gray[:20]) and len(ds.valid) == 10 and len(ds.test) == 10
@@ -84,7 +85,7 @@ def test_dynamic_mnist_fixture_splits_and_fixed_eval_bits():
     assert torch.equal(ds.valid.labels, torch.arange(20, 30) % 10)
     # valid/test are binarised once with a fixed seed: binary, reproducible across loads
     for s in ("valid", "test"):
-        a, b = ds.split(s), BinaryImages("dynamic_mnist", str(FIX), n_valid=10).split(s)
+        a, b = ds.split(s), images("dynamic_mnist", FIX, n_valid=10).split(s)
         assert a.binarize == "static" and set(a.x.unique().tolist()) <= {0.0, 1.0}
         assert torch.equal(a.x, b.x)
     # fixed bits follow the grayscale: pixels with p = 0 are 0, p = 1 (255) are 1
@@ -94,11 +95,11 @@ def test_dynamic_mnist_fixture_splits_and_fixed_eval_bits():
 
 def test_dynamic_mnist_default_n_valid_too_large_for_fixture():
     with pytest.raises(ConfigError, match="n_valid=10000 leaves no training"):
-        BinaryImages("dynamic_mnist", str(FIX)).train
+        images("dynamic_mnist", FIX).train
 
 
 def test_mnist_threshold_fixture():
-    ds = BinaryImages("mnist_threshold", str(FIX))
+    ds = images("mnist_threshold", FIX)
     gray = _flat([mf.gray_image(i) for i in range(30)]) / 255.0
     assert torch.equal(ds.train.x, (gray > 0.5).float())
     test_gray = _flat([mf.gray_image(i, 50) for i in range(10)]) / 255.0
@@ -106,23 +107,23 @@ def test_mnist_threshold_fixture():
     with pytest.raises(ConfigError) as e:
         ds.valid
     assert e.value.key == "n_valid"
-    ds2 = BinaryImages("mnist_threshold", str(FIX), n_valid=5)
+    ds2 = images("mnist_threshold", FIX, n_valid=5)
     assert len(ds2.train) == 25 and len(ds2.valid) == 5
 
 
 def test_emnist_fixture_transposed_upright():
-    ds = BinaryImages("emnist", str(FIX), binarize="dynamic", n_valid=0)
+    ds = images("emnist", FIX, binarize="dynamic", n_valid=0)
     want = _flat([mf.gray_image(i, 10) for i in range(30)]) / 255.0
     assert torch.allclose(ds.train.x, want)  # stored transposed, returned upright
     assert torch.equal(ds.test.labels, (torch.arange(10) + 3) % 10)
-    thr = BinaryImages("emnist", str(FIX)).test
+    thr = images("emnist", FIX).test
     assert torch.equal(
         thr.x, (_flat([mf.gray_image(i, 60) for i in range(10)]) / 255 > 0.5).float()
     )
 
 
 def test_kmnist_fixture_npz_and_idx_fallback(tmp_path):
-    ds = BinaryImages("kmnist", str(FIX), binarize="dynamic")
+    ds = images("kmnist", FIX, binarize="dynamic")
     want = _flat([mf.gray_image(i, 20) for i in range(30)]) / 255.0
     assert torch.allclose(ds.train.x, want)
     assert torch.equal(ds.train.labels, (torch.arange(30) + 5) % 10)
@@ -132,13 +133,13 @@ def test_kmnist_fixture_npz_and_idx_fallback(tmp_path):
     imgs = np.stack([mf.gray_image(i, 70) for i in range(4)])
     (raw / "t10k-images-idx3-ubyte").write_bytes(mf.idx_bytes(imgs))
     (raw / "t10k-labels-idx1-ubyte").write_bytes(mf.idx_bytes(mf.labels(4, 10)))
-    sp = load_binary_images("kmnist", tmp_path, "test")
+    sp = images("kmnist", tmp_path).split("test")
     assert torch.equal(sp.x, (_flat(list(imgs)) / 255.0 > 0.5).float())
     assert torch.equal(sp.labels, torch.arange(4))
 
 
 def test_omniglot_fixture_split_orientation_labels():
-    ds = BinaryImages("omniglot", str(FIX), n_valid=5, split_seed=3)
+    ds = images("omniglot", FIX, n_valid=5, split_seed=3)
     gray = _flat([mf.gray_image(i, 30) for i in range(20)]) / 255.0
     lab = torch.from_numpy(mf.labels(20, 50, 7).astype(np.int64))
     tr, va = ds.train, ds.valid
@@ -150,7 +151,7 @@ def test_omniglot_fixture_split_orientation_labels():
     assert len(set(idx)) == 15 and idx != list(range(15))  # shuffled, upright (exact match)
     assert torch.equal(tr.labels, lab[idx])
     # same split_seed -> same split; threshold mode
-    thr = BinaryImages("omniglot", str(FIX), n_valid=5, split_seed=3, binarize="threshold")
+    thr = images("omniglot", FIX, n_valid=5, split_seed=3, binarize="threshold")
     assert torch.equal(thr.train.x, (tr.x > 0.5).float())
     test_gray = _flat([mf.gray_image(i, 90) for i in range(8)]) / 255.0
     assert torch.equal(thr.test.x, (test_gray > 0.5).float())
@@ -158,7 +159,7 @@ def test_omniglot_fixture_split_orientation_labels():
 
 
 def test_caltech_fixture_inverted_transposed_labels():
-    ds = BinaryImages("caltech", str(FIX))
+    ds = images("caltech", FIX)
     for split, n in mf.SIZES["caltech"].items():
         off = {"train": 0, "valid": 40, "test": 80}[split]
         sp = ds.split(split)
@@ -168,18 +169,18 @@ def test_caltech_fixture_inverted_transposed_labels():
 
 def test_missing_file_message(tmp_path):
     with pytest.raises(FileNotFoundError) as e:
-        BinaryImages("omniglot", str(tmp_path)).train
+        images("omniglot", tmp_path).train
     msg = str(e.value)
     assert "chardata.mat" in msg and str(tmp_path / "omniglot" / "chardata.mat") in msg
     assert "How to get it" in msg and "EBMLAB_DATA_DIR" in msg
     with pytest.raises(FileNotFoundError, match="binarized_mnist_valid"):
-        BinaryImages("static_mnist", str(tmp_path)).check_files(["valid"])
+        images("static_mnist", tmp_path).check_files(["valid"])
     with pytest.raises(FileNotFoundError, match="emnist-mnist-train-images-idx3-ubyte"):
-        load_binary_images("emnist", tmp_path, "train")
+        images("emnist", tmp_path).split("train")
 
 
 def test_check_files_resolves_without_loading():
-    paths = BinaryImages("kmnist", str(FIX)).check_files(["train", "test"])
+    paths = images("kmnist", FIX).check_files(["train", "test"])
     assert [p.name for p in paths] == [
         "kmnist-train-imgs.npz",
         "kmnist-train-labels.npz",
@@ -190,22 +191,22 @@ def test_check_files_resolves_without_loading():
 
 def test_config_validation():
     with pytest.raises(ConfigError) as e:
-        BinaryImages("mnist", str(FIX))
-    assert e.value.key == "name" and "static_mnist" in e.value.message
+        images("kmnist", FIX, name="mnist")
+    assert e.value.key == "dataset.name" and "static_mnist" in e.value.message
     with pytest.raises(ConfigError) as e:
-        BinaryImages("static_mnist", str(FIX), binarize="dynamic")
-    assert e.value.key == "binarize"
+        images("static_mnist", FIX, binarize="dynamic")
+    assert e.value.key == "dataset.binarize"
     with pytest.raises(ConfigError) as e:
-        BinaryImages("kmnist", str(FIX), dim=100)
-    assert e.value.key == "dim"
+        images("kmnist", FIX, dim=100)
+    assert e.value.key == "dataset.dim"
     with pytest.raises(ConfigError) as e:
-        BinaryImages("kmnist", str(FIX), image_shape=[32, 32])
-    assert e.value.key == "image_shape"
+        images("kmnist", FIX, image_shape=[32, 32])
+    assert e.value.key == "dataset.image_shape"
     with pytest.raises(ConfigError) as e:
-        BinaryImages("caltech", str(FIX), n_valid=10)
-    assert e.value.key == "n_valid"
+        images("caltech", FIX, n_valid=10)
+    assert e.value.key == "dataset.n_valid"
     with pytest.raises(ConfigError) as e:
-        BinaryImages("kmnist", str(FIX)).split("validation")
+        images("kmnist", FIX).split("validation")
     assert e.value.key == "split"
 
 
@@ -235,7 +236,7 @@ def test_batches_dynamic_fresh_bits_and_drop_last(gen):
 
 
 def test_data_mean_dynamic_is_gray_mean():
-    ds = BinaryImages("kmnist", str(FIX), binarize="dynamic")
+    ds = images("kmnist", FIX, binarize="dynamic")
     assert torch.allclose(ds.data_mean(), ds.train.x.mean(0))
 
 
@@ -276,8 +277,8 @@ def test_copy_to_torchvision_layout(tmp_path):
     raw.mkdir(parents=True)
     for f in ("t10k-images-idx3-ubyte", "t10k-labels-idx1-ubyte"):
         raw.joinpath(f).write_bytes(gzip.decompress((FIX / "mnist" / f"{f}.gz").read_bytes()))
-    a = load_binary_images("mnist_threshold", tmp_path, "test")
-    b = load_binary_images("mnist_threshold", FIX, "test")
+    a = images("mnist_threshold", tmp_path).split("test")
+    b = images("mnist_threshold", FIX).split("test")
     assert torch.equal(a.x, b.x) and torch.equal(a.labels, b.labels)
     shutil.rmtree(raw)
 
@@ -286,7 +287,7 @@ def test_copy_to_torchvision_layout(tmp_path):
 
 
 def test_real_caltech(shared_data):
-    ds = BinaryImages("caltech", str(shared_data))
+    ds = images("caltech", shared_data)
     sizes = {s: len(ds.split(s)) for s in ("train", "valid", "test")}
     assert sizes == {"train": 4100, "valid": 2264, "test": 2307}
     x = ds.train.x
@@ -298,7 +299,7 @@ def test_real_caltech(shared_data):
 
 
 def test_real_static_mnist_eval_splits(shared_data):
-    ds = BinaryImages("static_mnist", str(shared_data))
+    ds = images("static_mnist", shared_data)
     for s in ("valid", "test"):
         x = ds.split(s).x
         assert x.shape == (10000, 784) and set(x.unique().tolist()) == {0.0, 1.0}
@@ -310,17 +311,17 @@ def test_real_static_mnist_eval_splits(shared_data):
 
 @pytest.mark.slow
 def test_real_static_mnist_train(shared_data):
-    assert BinaryImages("static_mnist", str(shared_data)).train.x.shape == (50000, 784)
+    assert images("static_mnist", shared_data).train.x.shape == (50000, 784)
 
 
 def test_real_mnist_kmnist_test(shared_data):
     for name in ("mnist_threshold", "kmnist"):
-        sp = BinaryImages(name, str(shared_data)).test
+        sp = images(name, shared_data).test
         assert sp.x.shape == (10000, 784) and set(sp.x.unique().tolist()) == {0.0, 1.0}
         counts = torch.bincount(sp.labels, minlength=10)
         assert counts.sum() == 10000 and counts.min() > 800  # ~balanced 10 classes
-    dyn = BinaryImages("dynamic_mnist", str(shared_data)).test
-    thr = BinaryImages("mnist_threshold", str(shared_data)).test
+    dyn = images("dynamic_mnist", shared_data).test
+    thr = images("mnist_threshold", shared_data).test
     # fixed Bernoulli bits agree with thresholding on most pixels of the same images
     agree = (dyn.x == thr.x).float().mean()
     assert agree > 0.95 and abs(dyn.x.mean() - thr.x.mean()) < 0.02

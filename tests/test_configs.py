@@ -1,16 +1,44 @@
-"""Every config in conf/ composes, and every group option validates against its schema."""
+"""Every config in conf/ composes and validates, at both scales; the Makefile holds no setting.
 
+- every option of every group validates against its ``_target_``'s schema;
+- every experiment (``conf/experiment/<paper>/<name>.yaml``) composes at paper and smoke scale
+  with its ``when:`` settings applied, names its own path, and its sweep parses into known
+  options; at smoke scale every sweep point validates, and every table row option does at
+  both scales;
+- the report node names existing experiments, figure kinds and paper-value files;
+- no Makefile / mk/*.mk recipe carries a hyperparameter: they name experiments only.
+"""
+
+from __future__ import annotations
+
+import itertools
+import re
 from pathlib import Path
 
 import pytest
+import yaml
 from hydra import compose, initialize_config_dir
+from hydra.core.global_hydra import GlobalHydra
+from hydra.core.hydra_config import HydraConfig
+from hydra.core.override_parser.overrides_parser import OverridesParser
 from omegaconf import DictConfig, OmegaConf
 
 import ebmlab.run  # noqa: F401 - registers resolvers
-from ebmlab.utils.config import validate_node
+from ebmlab.report.figures import FIGURES
+from ebmlab.utils.config import apply_when, validate_node
 
-CONF = Path(__file__).resolve().parents[1] / "conf"
+REPO = Path(__file__).resolve().parents[1]
+CONF = REPO / "conf"
 GROUPS = ["task", "model", "dataset", "sampler", "learner", "logger", "scale", "experiment"]
+NODES = ("task", "model", "dataset", "sampler", "learner", "logger")
+SCALES = ("paper", "smoke")
+# config groups whose options are the rows of one experiment's table
+ROW_GROUPS = {
+    "ab_target": "ab/tables1to5_ess",
+    "grbm_gmm_setting": "grbm/fig1_gmm",
+    "grbm_mnist_row": "grbm/table1_mnist_fid",
+}
+MAKEFILES = [REPO / "Makefile", *sorted((REPO / "mk").glob("*.mk"))]
 
 
 def options(group: str) -> list[str]:
@@ -18,36 +46,136 @@ def options(group: str) -> list[str]:
     return sorted(p.relative_to(d).with_suffix("").as_posix() for p in d.rglob("*.yaml"))
 
 
-def compose_cfg(overrides: list[str]) -> DictConfig:
+EXPERIMENTS = options("experiment")
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _hydra():
+    """One Hydra initialisation for the module (composing is the slow part of these tests)."""
+    GlobalHydra.instance().clear()
     with initialize_config_dir(config_dir=str(CONF), version_base="1.3"):
-        return compose("config", overrides=overrides, return_hydra_config=True)
+        yield
 
 
-def _resolve(cfg: DictConfig) -> None:
-    # hydra: interpolations need the HydraConfig singleton; resolve the rest.
-    from hydra.core.hydra_config import HydraConfig
-
+def compose_cfg(overrides: list[str], when: bool = True) -> DictConfig:
+    """The job config of ``python -m ebmlab.run <overrides>`` (``when:`` applied, resolvable)."""
+    cfg = compose("config", overrides=overrides, return_hydra_config=True)
     HydraConfig.instance().set_config(cfg)
+    if when:
+        choices = {k: v for k, v in cfg.hydra.runtime.choices.items() if not k.startswith("hydra")}
+        apply_when(cfg, choices, {o.split("=", 1)[0].lstrip("+~") for o in overrides})
+    return cfg
+
+
+def validate_all(cfg: DictConfig) -> None:
     OmegaConf.to_container(cfg, resolve=True)
+    for g in NODES:
+        node = cfg.get(g)
+        if isinstance(node, DictConfig) and "_target_" in node:
+            validate_node(node, g)
 
 
-@pytest.mark.parametrize("group", GROUPS)
+def sweep_points(cfg: DictConfig, every: bool = True) -> list[list[str]]:
+    """The jobs of ``-m`` for this config, one override list each: every point of the sweep,
+    or (``every=False``) the first point and each other value of one axis at a time."""
+    params = cfg.hydra.sweeper.params
+    if not params:
+        return [[]]
+    values = OmegaConf.to_container(params, resolve=True)
+    parsed = OverridesParser.create().parse_overrides([f"{k}={v}" for k, v in values.items()])
+    axes = [
+        [f"{o.key_or_group}={v}" for v in o.sweep_string_iterator()]
+        if o.is_sweep_override()
+        else [f"{o.key_or_group}={o.value()}"]
+        for o in parsed
+    ]
+    if every:
+        return [list(p) for p in itertools.product(*axes)]
+    first = [axis[0] for axis in axes]
+    return [first] + [first[:i] + [v] + first[i + 1 :] for i, ax in enumerate(axes) for v in ax[1:]]
+
+
+@pytest.mark.parametrize("group", GROUPS + list(ROW_GROUPS))
 def test_group_has_options(group):
     assert options(group), f"conf/{group} is empty"
 
 
-@pytest.mark.parametrize("group,option", [(g, o) for g in GROUPS for o in options(g)])
+@pytest.mark.parametrize("group,option", [(g, o) for g in GROUPS[:-1] for o in options(g)])
 def test_every_option_composes_and_validates(group, option):
     cfg = compose_cfg([f"{group}={option}"])
-    _resolve(cfg)
-    node = cfg.get(group) if group not in ("experiment", "scale") else None
-    if isinstance(node, DictConfig) and "_target_" in node:
+    OmegaConf.to_container(cfg, resolve=True)
+    node = cfg.get(group)
+    if isinstance(node, DictConfig) and "_target_" in node:  # with the default other groups
         validate_node(node, group)
-    if group == "experiment":
-        for g in ("task", "model", "dataset", "sampler", "learner"):
-            n = cfg.get(g)
-            if isinstance(n, DictConfig) and "_target_" in n:
-                validate_node(n, g)
+
+
+@pytest.mark.parametrize("experiment", EXPERIMENTS)
+@pytest.mark.parametrize("scale", SCALES)
+def test_experiment_composes_at_both_scales(experiment, scale):
+    cfg = compose_cfg([f"experiment={experiment}", f"scale={scale}"])
+    validate_all(cfg)
+    assert cfg.name == experiment, "an experiment's name is its path under conf/experiment/"
+    assert cfg.hydra.runtime.choices.scale == scale
+    run_dir = OmegaConf.to_container(cfg.hydra.run, resolve=True)["dir"]
+    sweep_dir = OmegaConf.to_container(cfg.hydra.sweep, resolve=True)["dir"]
+    assert run_dir.startswith(f"outputs/runs/{experiment}/{scale}/")
+    assert sweep_dir == f"outputs/multirun/{experiment}/{scale}"
+    for point in sweep_points(cfg):  # every value names a known option
+        for ov in point:
+            key, value = ov.split("=", 1)
+            if (CONF / key).is_dir():
+                assert value in options(key), f"{experiment}: sweep {ov}: unknown option"
+
+
+@pytest.mark.parametrize("experiment", EXPERIMENTS)
+def test_every_sweep_value_validates_at_smoke_scale(experiment):
+    base = [f"experiment={experiment}", "scale=smoke"]
+    for point in sweep_points(compose_cfg(base, when=False), every=False):
+        validate_all(compose_cfg(base + point))
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("experiment", EXPERIMENTS)
+@pytest.mark.parametrize("scale", SCALES)
+def test_every_sweep_point_validates(experiment, scale):
+    """The whole grid: ``when:`` entries that hold only for some combinations included."""
+    base = [f"experiment={experiment}", f"scale={scale}"]
+    for point in sweep_points(compose_cfg(base, when=False)):
+        validate_all(compose_cfg(base + point))
+
+
+@pytest.mark.parametrize("group", ROW_GROUPS)
+def test_every_row_option_validates_at_paper_scale(group):
+    """(At smoke scale the sweep test above covers them: the rows are swept.)"""
+    for option in options(group):
+        validate_all(compose_cfg([f"experiment={ROW_GROUPS[group]}", f"{group}={option}"]))
+
+
+def test_when_settings_follow_the_sweep_point():
+    """DLP Fig. 3's step sizes come with the sampler; the command line still wins."""
+    exp = "experiment=dlp/fig3_ising_sampling"
+    assert compose_cfg([exp, "sampler=dmala"]).sampler.step_size == 0.4
+    assert compose_cfg([exp, "sampler=dula"]).sampler.step_size == 0.2
+    assert compose_cfg([exp, "sampler=dmala", "sampler.step_size=0.3"]).sampler.step_size == 0.3
+    ebm = compose_cfg(["experiment=dlp/table1_ebm_learning", "dataset=caltech", "sampler=acs"])
+    assert ebm.learner.buffer_size == 1000 and ebm.learner.sampler_steps == 30
+    assert ebm.sampler.target_accept == 0.7
+    smoke = compose_cfg(
+        ["experiment=dlp/table1_ebm_learning", "dataset=caltech", "sampler=acs", "scale=smoke"]
+    )
+    assert smoke.learner.sampler_steps == 5
+    # a condition on a config value; a later, more specific entry wins
+    syn = ["experiment=rmwggis/table1_synthetic", "dataset.name=checkerboard"]
+    assert compose_cfg(syn).learner.lr == 1e-4
+    assert compose_cfg([*syn, "scale=smoke"]).learner.lr == 2e-4
+    assert compose_cfg(["experiment=rmwggis/table1_synthetic", "scale=smoke"]).learner.lr == 1e-3
+
+
+def test_smoke_scale_changes_sizes():
+    paper = compose_cfg(["experiment=dlp/fig5_ising_learning"])
+    smoke = compose_cfg(["experiment=dlp/fig5_ising_learning", "scale=smoke"])
+    assert paper.dataset.n_side == 25 and paper.task.n_iters == 10000
+    assert smoke.dataset.n_side < 25 and smoke.task.n_iters < 10000
 
 
 @pytest.mark.parametrize("launcher", ["slurm", "submitit_local"])
@@ -56,8 +184,73 @@ def test_launchers_compose(launcher):
     assert "submitit" in cfg.hydra.launcher._target_
 
 
-def test_smoke_scale_changes_sizes():
-    paper = compose_cfg(["experiment=ising_learning"])
-    smoke = compose_cfg(["experiment=ising_learning_smoke"])
-    assert paper.dataset.n_side == 25 and paper.task.n_iters == 10000
-    assert smoke.dataset.n_side < 25 and smoke.task.n_iters < 10000
+@pytest.mark.parametrize("experiment", EXPERIMENTS)
+def test_report_node_is_valid(experiment):
+    report = (yaml.safe_load((CONF / "experiment" / f"{experiment}.yaml").read_text())).get(
+        "report"
+    )
+    if report is None:
+        return
+    assert set(report) <= {"tables", "figures", "inputs"}, experiment
+    for item in report.get("tables") or []:
+        assert item.get("group") and item.get("metrics"), f"{experiment}: table needs both"
+        if item.get("paper"):
+            assert (REPO / item["paper"]).is_file(), item["paper"]
+        for other in (item.get("include") or []) + (item.get("experiments") or []):
+            assert other in EXPERIMENTS, f"{experiment}: unknown experiment {other}"
+    for item in report.get("figures") or []:
+        assert item["kind"] in FIGURES, f"{experiment}: unknown figure kind {item['kind']}"
+    for src in (report.get("inputs") or {}).values():
+        assert src["experiment"] in EXPERIMENTS and src.get("key")
+
+
+def _recipes() -> list[str]:
+    lines = []
+    for f in MAKEFILES:
+        lines += [ln for ln in f.read_text().splitlines() if ln.startswith("\t")]
+    return lines
+
+
+def test_makefile_recipes_name_experiments_only():
+    """Settings live in conf/: a recipe may pick an experiment and the scale, nothing else."""
+    setting = re.compile(
+        r"(?<![\w/.-])(task|model|dataset|sampler|learner|seed|name)(\.[\w.]+)?=|step_size|_SAMPLERS"
+    )
+    bad = [ln.strip() for ln in _recipes() if setting.search(ln)]
+    assert not bad, "hyperparameters in the Makefile:\n" + "\n".join(bad)
+
+
+def test_makefile_experiments_exist_and_have_reports():
+    text = "\n".join(_recipes())
+    runs = set(re.findall(r"experiment=([\w/]+)", text))
+    tables = set(re.findall(r"\$\(REPORT\) (?:table|inputs) ([\w/]+)", text))
+    assert runs and tables
+    for e in runs | tables:
+        assert e in EXPERIMENTS, f"the Makefile names unknown experiment {e}"
+    for e in tables:
+        assert yaml.safe_load((CONF / "experiment" / f"{e}.yaml").read_text()).get("report"), e
+
+
+def test_makefile_keeps_the_known_targets():
+    text = "\n".join(f.read_text() for f in MAKEFILES)
+    for target in (
+        "run",
+        "table-ising-learning",
+        "table-ising-learning-rm",
+        "table-ising-sampling",
+        "table-ab-ess",
+        "figure-ab-ess-grid",
+        "figure-acs-toy",
+        "table-rmwggis-synthetic",
+        "fig-rmwggis-scaling",
+        "bench-ratio-matching",
+        "table-graph-generation",
+        "figure-grbm-gmm",
+        "table-grbm-fid",
+        "table-rbm-sampling",
+        "table-rbm-learning",
+        "table-ebm-learning",
+        "figure-ebm-mixing",
+        "bench",
+    ):
+        assert re.search(rf"^{re.escape(target)}:.*## ", text, re.M), target

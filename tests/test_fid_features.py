@@ -122,9 +122,9 @@ def test_feature_extractor_declares_width():
 
 
 def test_mnist_classifier_on_real_test_split(shared_data):
-    from ebmlab.data.grayscale_images import GrayscaleImages
+    from tests.helpers import from_conf
 
-    ds = GrayscaleImages("mnist", str(shared_data))
+    ds = from_conf("dataset/mnist_gray", data_dir=str(shared_data), cache_dir=None)
     x, y = ds.load("test[:2000]")
     xr, yr = ds.load("test[5000:6000]")
     net = train_feature_net(x.float() / 255, y, torch.Generator().manual_seed(0), epochs=4)

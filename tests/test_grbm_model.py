@@ -8,6 +8,7 @@ import torch
 from ebmlab.data.gmm_toy import gmm_toy, gmm_toy_log_prob
 from ebmlab.errors import ConfigError
 from ebmlab.models.grbm import GRBM, all_binary
+from tests.helpers import from_conf
 
 
 @pytest.fixture(autouse=True)
@@ -21,7 +22,7 @@ def _one_thread():
 
 def tiny(d=3, h=4, seed=0, dtype=torch.float64):
     g = torch.Generator().manual_seed(seed)
-    m = GRBM(d, h).to(dtype)
+    m = from_conf("model/grbm", n_visible=d, n_hidden=h).to(dtype)
     with torch.no_grad():
         m.W.copy_(torch.randn(d, h, generator=g, dtype=dtype))
         m.b.copy_(torch.randn(h, generator=g, dtype=dtype))
@@ -31,14 +32,14 @@ def tiny(d=3, h=4, seed=0, dtype=torch.float64):
 
 
 def test_init_and_validation():
-    m = GRBM(784, 216)
+    m = from_conf("model/grbm", n_visible=784, n_hidden=216)
     assert m.state_kind == "continuous" and m.dim == 784
     assert abs(m.W.std().item() - 1 / math.sqrt(1000)) < 2e-3
     assert torch.all(m.b == 0) and torch.all(m.mu == 0) and torch.all(m.log_var == 0)
     with pytest.raises(ConfigError, match="n_hidden"):
-        GRBM(2, 0)
+        GRBM(2, 0, None, 1.0)
     with pytest.raises(ConfigError, match="init_var"):
-        GRBM(2, 3, init_var=-1.0)
+        GRBM(2, 3, None, init_var=-1.0)
 
 
 def test_free_energy_is_log_sum_over_h():

@@ -17,6 +17,17 @@ from ebmlab.samplers.grbm import (
     cosine_schedule,
     kstep_proposal,
 )
+from tests.helpers import from_conf
+
+
+def langevin(**kw) -> GRBMLangevin:
+    """conf/sampler/grbm_langevin.yaml with ``kw``."""
+    return from_conf("sampler/grbm_langevin", **kw)
+
+
+def gibbs_langevin(**kw) -> GRBMGibbsLangevin:
+    """conf/sampler/grbm_gibbs_langevin.yaml with ``kw``."""
+    return from_conf("sampler/grbm_gibbs_langevin", **kw)
 
 
 @pytest.fixture(autouse=True)
@@ -35,7 +46,7 @@ N_STEPS = 8
 def four_mode_grbm() -> GRBM:
     """2-D GRBM whose marginal is (almost) four equal, well separated Gaussians: one at mu
     and one per hidden unit at mu + W_j (pairs are suppressed by negative W_j . W_k)."""
-    m = GRBM(2, 3).double()
+    m = from_conf("model/grbm", n_visible=2, n_hidden=3).double()
     var = torch.tensor([0.5, 0.8], dtype=torch.float64)
     ang = torch.tensor([0.3, 0.3 + 2 * math.pi / 3, 0.3 + 4 * math.pi / 3], dtype=torch.float64)
     W = 3.0 * torch.stack([ang.cos(), ang.sin()])  # [2, 3]
@@ -118,10 +129,10 @@ def test_tiny_model_is_multimodal():
     "sampler",
     [
         GRBMGibbs(),
-        GRBMLangevin(step_size=0.6, anneal="none"),
-        GRBMLangevin(step_size=1.0, anneal="cosine", anneal_steps=5),
-        GRBMGibbsLangevin(step_size=0.8, n_inner=5),
-        GRBMGibbsLangevin(step_size=0.5, n_inner=3, anneal="none"),
+        langevin(step_size=0.6, anneal="none"),
+        langevin(step_size=1.0, anneal="cosine", anneal_steps=5),
+        gibbs_langevin(step_size=0.8, n_inner=5),
+        gibbs_langevin(step_size=0.5, n_inner=3, anneal="none"),
     ],
     ids=["gibbs", "mala", "mala-cosine", "gibbs-langevin", "gibbs-langevin-flat"],
 )
@@ -147,8 +158,8 @@ def test_adjusted_samplers_leave_grbm_invariant(sampler):
 @pytest.mark.parametrize(
     "sampler",
     [
-        GRBMLangevin(step_size=0.6, anneal="none", adjust_step=10**6),
-        GRBMGibbsLangevin(step_size=0.8, n_inner=5, adjust_step=10**6),
+        langevin(step_size=0.6, anneal="none", adjust_step=10**6),
+        gibbs_langevin(step_size=0.8, n_inner=5, adjust_step=10**6),
     ],
     ids=["ula", "gibbs-langevin-unadjusted"],
 )
@@ -167,7 +178,7 @@ def test_unadjusted_samplers_are_biased(sampler):
 def test_kstep_proposal_closed_form_matches_monte_carlo(temperature, anneal):
     m = four_mode_grbm()
     g = torch.Generator().manual_seed(5)
-    s = GRBMGibbsLangevin(step_size=0.7, n_inner=6, anneal=anneal)
+    s = gibbs_langevin(step_size=0.7, n_inner=6, anneal=anneal)
     alphas = s.inner_alphas(m)
     n = 20000
     v0 = torch.tensor([[1.5, -2.0]], dtype=torch.float64).expand(n, 2)
@@ -198,7 +209,7 @@ def test_adjust_step_semantics_and_step_counter():
     m = four_mode_grbm()
     g = torch.Generator().manual_seed(0)
     x0 = exact_samples(m, 2000, g)
-    s = GRBMGibbsLangevin(step_size=3.0, n_inner=2, adjust_step=3)
+    s = gibbs_langevin(step_size=3.0, n_inner=2, adjust_step=3)
     assert not s.exact
     state = s.init(m, x0)
     probs = []
@@ -220,16 +231,16 @@ def test_same_seed_same_chain():
     outs = []
     for _ in range(2):
         g = torch.Generator().manual_seed(7)
-        state, _ = run(GRBMGibbsLangevin(step_size=0.5, n_inner=3), m, x0, g, n_steps=4)
+        state, _ = run(gibbs_langevin(step_size=0.5, n_inner=3), m, x0, g, n_steps=4)
         outs.append(state.x)
     torch.testing.assert_close(outs[0], outs[1], rtol=0, atol=0)
 
 
-@pytest.mark.parametrize("cls", [GRBMLangevin, GRBMGibbsLangevin])
-def test_batch_energy_scale_targets_tempered_density(cls):
+@pytest.mark.parametrize("make", [langevin, gibbs_langevin], ids=["langevin", "gibbs_langevin"])
+def test_batch_energy_scale_targets_tempered_density(make):
     """energy_scale=batch (the authors' code): with W = 0 the GRBM is N(mu, var) and the
     adjusted chain targets N(mu, B var) with B the number of chains; 'none' targets var."""
-    m = GRBM(1, 2).double().requires_grad_(False)
+    m = from_conf("model/grbm", n_visible=1, n_hidden=2).double().requires_grad_(False)
     with torch.no_grad():
         m.W.zero_()
         m.mu.fill_(1.0)
@@ -237,7 +248,7 @@ def test_batch_energy_scale_targets_tempered_density(cls):
     b = 50
     for scale, target in [("batch", b * 0.3), ("none", 0.3)]:
         g = torch.Generator().manual_seed(3)
-        s = cls(step_size=0.5 * target / 0.3, anneal="none", energy_scale=scale)
+        s = make(step_size=0.5 * target / 0.3, anneal="none", energy_scale=scale)
         x0 = 1.0 + math.sqrt(target) * torch.randn(b, 1, generator=g, dtype=torch.float64)
         state = s.init(m, x0)
         xs = []
@@ -251,12 +262,12 @@ def test_batch_energy_scale_targets_tempered_density(cls):
 
 def test_config_validation():
     with pytest.raises(ConfigError, match="step_size"):
-        GRBMLangevin(step_size=0.0)
+        langevin(step_size=0.0)
     with pytest.raises(ConfigError, match="anneal"):
-        GRBMGibbsLangevin(anneal="linear")
+        gibbs_langevin(anneal="linear")
     with pytest.raises(ConfigError, match="adjust_step"):
-        GRBMGibbsLangevin(adjust_step=-1)
+        gibbs_langevin(adjust_step=-1)
     with pytest.raises(ConfigError, match="energy_scale"):
-        GRBMLangevin(energy_scale="mean")
+        langevin(energy_scale="mean")
     with pytest.raises(ConfigError, match="n_inner"):
-        GRBMGibbsLangevin(n_inner=0)
+        gibbs_langevin(n_inner=0)

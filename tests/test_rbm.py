@@ -2,18 +2,27 @@
 
 from __future__ import annotations
 
+import copy
+
 import numpy as np
 import pytest
 import torch
 
 from ebmlab.errors import ConfigError, DivergenceError
-from ebmlab.learning.cd import cached_rbm, config_hash, reconstruction_error, train_rbm_cd
+from ebmlab.learning.cd import CD, reconstruction_error
+from ebmlab.learning.rbm_target import cached_rbm, config_hash
 from ebmlab.models.rbm import BernoulliRBM, all_binary, best_class_by_log_prob
 from ebmlab.samplers.block_gibbs import BlockGibbs
+from tests.helpers import from_conf
+
+
+def rbm(n_visible: int, n_hidden: int, **kw) -> BernoulliRBM:
+    """conf/model/rbm.yaml at the given size (``kw`` overrides init_std / init_seed)."""
+    return from_conf("model/rbm", n_visible=n_visible, n_hidden=n_hidden, **kw)
 
 
 def tiny_rbm(V=5, H=3, scale=1.5, seed=0) -> BernoulliRBM:
-    m = BernoulliRBM(V, H, init_std=scale, init_seed=seed)
+    m = rbm(V, H, init_std=scale, init_seed=seed)
     g = torch.Generator().manual_seed(seed + 100)
     with torch.no_grad():
         m.b.copy_(torch.randn(V, generator=g))
@@ -54,14 +63,14 @@ def test_log_prob_matches_joint_marginalisation():
     assert torch.allclose(m.energy(v), -m.log_prob(v))
     # exact log Z by both enumeration directions
     assert torch.allclose(m.exact_log_partition(), lj.logsumexp((0, 1)), atol=1e-10)
-    wide = BernoulliRBM(3, 6, init_std=1.0).double()
+    wide = rbm(3, 6, init_std=1.0).double()
     vv, hh = all_binary(3, torch.float64), all_binary(6, torch.float64)
     lz = wide.log_joint(vv.repeat_interleave(64, 0), hh.repeat(8, 1)).logsumexp(0)
     assert torch.allclose(wide.exact_log_partition(), lz, atol=1e-10)
 
 
 def test_analytic_grad_equals_autograd(gen):
-    m = BernoulliRBM(20, 7, init_std=0.5)
+    m = rbm(20, 7, init_std=0.5)
     x = (torch.rand(6, 20, generator=gen) < 0.5).float()
     lp, g = m.log_prob_and_grad(x)
     xg = x.clone().requires_grad_(True)
@@ -86,26 +95,26 @@ def test_conditionals_match_joint(gen):
 
 
 def test_visible_bias_init_and_validation():
-    m = BernoulliRBM(4, 2)
+    m = rbm(4, 2)
     m.init_visible_bias_from_data(torch.tensor([0.0, 0.5, 0.9, 1.0]))
     want = torch.logit(torch.tensor([0.01, 0.5, 0.9, 0.99]))
     assert torch.allclose(m.b.detach(), want, atol=1e-5)
     W, b, c = m.parameters_for_ais()
     assert W.shape == (2, 4) and b.shape == (4,) and c.shape == (2,) and not W.requires_grad
-    assert abs(float(BernoulliRBM(784, 500).W.detach().std()) - 0.01) < 5e-4
+    assert abs(float(rbm(784, 500).W.detach().std()) - 0.01) < 5e-4
     for kw, key in (
         ({"n_visible": 0}, "n_visible"),
         ({"n_hidden": 2.5}, "n_hidden"),
         ({"init_std": -1.0}, "init_std"),
     ):
-        args = {"n_visible": 4, "n_hidden": 2, **kw}
+        args = {"n_visible": 4, "n_hidden": 2, "init_std": 0.01, "init_seed": 0, **kw}
         with pytest.raises(ConfigError) as e:
             BernoulliRBM(**args)
         assert e.value.key == key
 
 
 def test_best_class_by_log_prob():
-    m = BernoulliRBM(4, 2, init_std=0.0)
+    m = rbm(4, 2, init_std=0.0)
     m.init_visible_bias_from_data(torch.tensor([0.9, 0.9, 0.1, 0.1]))
     x = torch.tensor([[1.0, 1, 0, 0], [1, 1, 0, 0], [0, 0, 1, 1], [1, 0, 1, 0]])
     labels = torch.tensor([2, 2, 0, 3])
@@ -150,7 +159,7 @@ def test_block_gibbs_exact_by_enumeration():
     pi = exact_visible_probs(m)
     n, steps = 10000, 20
     g = torch.Generator().manual_seed(1)
-    s = BlockGibbs()
+    s = BlockGibbs(n_sweeps=1)
     state = s.init(m, (torch.rand(n, 5, generator=g, dtype=torch.float64) < 0.5).double())
     for _ in range(steps):
         state, info = s.step(m, state, g)
@@ -167,7 +176,7 @@ def test_block_gibbs_exact_by_enumeration():
         def visible_logits(self, h):
             return h @ self.W
 
-    bad = NoBias(5, 3)
+    bad = NoBias(5, 3, 0.0, 0)
     bad.load_state_dict(m.state_dict())
     bad = bad.double()
     st = s.init(bad, state.x)
@@ -178,8 +187,8 @@ def test_block_gibbs_exact_by_enumeration():
 
 
 def test_block_gibbs_state_and_info(gen):
-    m = BernoulliRBM(12, 5, init_std=1.0)
-    s = BlockGibbs()
+    m = rbm(12, 5, init_std=1.0)
+    s = BlockGibbs(n_sweeps=1)
     x0 = (torch.rand(7, 12, generator=gen) < 0.5).float()
     st = s.init(m, x0)
     assert torch.allclose(st.log_prob, m.log_prob(x0).detach())
@@ -206,7 +215,7 @@ def test_block_gibbs_rejects_non_rbm():
             return x.sum(-1)
 
     with pytest.raises(ConfigError) as e:
-        BlockGibbs().init(Plain(), torch.zeros(2, 3))
+        BlockGibbs(n_sweeps=1).init(Plain(), torch.zeros(2, 3))
     assert e.value.key == "sampler" and "rbm" in e.value.message
     with pytest.raises(ConfigError) as e:
         BlockGibbs(n_sweeps=0)
@@ -234,14 +243,17 @@ def exact_mean_ll(m: BernoulliRBM, x: torch.Tensor) -> float:
     return out
 
 
-def test_cd_training_increases_likelihood(gen):
+def cd(**kw) -> CD:
+    """conf/learner/cd.yaml with ``kw`` merged in."""
+    return from_conf("learner/cd", **kw)
+
+
+def test_cd_training_increases_likelihood():
     x = two_mode_data()
-    m = BernoulliRBM(10, 4, init_std=0.01, init_seed=1)
+    m = rbm(10, 4, init_std=0.01, init_seed=1)
     m.init_visible_bias_from_data(x.mean(0))
     ll0, rec0 = exact_mean_ll(m, x), reconstruction_error(m, x)
-    hist = train_rbm_cd(
-        m, x, k=1, n_epochs=10, batch_size=40, lr=0.1, generator=gen, progress=False
-    )
+    hist = cd(k=1, n_epochs=10, batch_size=40, lr=0.1).train(m, x, "static", progress=False)
     assert len(hist) == 10 * 10 and all(np.isfinite(hist))
     ll1, rec1 = exact_mean_ll(m, x), reconstruction_error(m, x)
     # independent-pixel start is about -6.9 nats; the two-mode data allow about -2.7
@@ -249,64 +261,74 @@ def test_cd_training_increases_likelihood(gen):
     assert rec1 < 0.5 * rec0, (rec0, rec1)
 
 
-def test_cd_options_and_errors(gen):
+def test_cd_options_and_errors():
     x = two_mode_data(n=60)
-    m = BernoulliRBM(10, 3)
-    hist = train_rbm_cd(m, x, k=2, n_iters=7, batch_size=25, lr=1e-3, generator=gen, progress=False)
+    m = rbm(10, 3)
+    hist = cd(k=2, n_iters=7, batch_size=25).train(m, x, "static", progress=False)
     assert len(hist) == 7  # wraps over epochs of 2 batches
     assert torch.allclose(m.b.detach(), torch.logit(x.mean(0).clamp(0.01, 0.99)), atol=0.05)
-    bad = {"k": 0}, {"n_iters": 5, "n_epochs": 1}, {"lr": 0.0}, {"binarize": "x"}
-    for kw in bad:
-        args = {"k": 1, "n_iters": 5, "lr": 1e-3, **kw}
+    for kw in {"k": 0}, {"lr": 0.0}, {"n_iters": -1}, {"batch_size": 0}:
         with pytest.raises(ConfigError):
-            train_rbm_cd(m, x, generator=gen, progress=False, **args)
+            cd(**kw)
+    with pytest.raises(ConfigError):
+        cd(n_iters=5).train(m, x, "x", progress=False)
     with pytest.raises(ConfigError) as e:
-        train_rbm_cd(BernoulliRBM(9, 2), x, n_iters=1, generator=gen, progress=False)
-    assert e.value.key == "n_visible"
+        cd(n_iters=1).train(rbm(9, 2), x, "static", progress=False)
+    assert e.value.key == "model.n_visible"
     xn = x.clone()
     xn[0, 0] = float("nan")
-    with pytest.raises(DivergenceError, match="step 0"):
-        train_rbm_cd(
-            BernoulliRBM(10, 2),
-            xn,
-            n_iters=3,
-            batch_size=60,
-            generator=gen,
-            progress=False,
-            init_visible_bias=False,
+    with pytest.raises(DivergenceError, match="step 1"):
+        cd(n_iters=3, batch_size=60, init_visible_bias=False).train(
+            rbm(10, 2), xn, "static", progress=False
         )
 
 
-def test_cd_dynamic_binarisation(gen):
+def test_cd_learner_protocol_and_resume(gen):
+    """setup / step / state_dict: a learner restored mid-epoch continues the same sequence."""
+    x = two_mode_data(n=60)
+    learner, m = cd(k=1, n_iters=0, n_epochs=3, batch_size=25), rbm(10, 3)
+    assert not learner.needs_sampler
+    learner.setup(m, x, gen)
+    assert learner.n_steps == 3 * 2
+    for _ in range(3):  # into the second epoch
+        learner.step(m, gen)
+    other, m2 = cd(k=1, n_iters=0, n_epochs=3, batch_size=25), rbm(10, 3)
+    other.setup(m2, x, torch.Generator())  # as on resume: build, then load the states
+    m2.load_state_dict(m.state_dict())
+    other.load_state_dict(copy.deepcopy(learner.state_dict()))  # as a checkpoint would
+    g1, g2 = torch.Generator().manual_seed(4), torch.Generator().manual_seed(4)
+    for _ in range(3):
+        a, b = learner.step(m, g1), other.step(m2, g2)
+        assert torch.equal(a["cd_objective"], b["cd_objective"])
+    assert other.iteration == 6
+
+
+def test_cd_dynamic_binarisation():
     gray = torch.full((50, 6), 0.3)
-    m = BernoulliRBM(6, 2)
-    train_rbm_cd(
-        m, gray, k=1, n_iters=3, batch_size=10, generator=gen, progress=False, binarize="dynamic"
-    )
+    m = rbm(6, 2)
+    cd(k=1, n_iters=3, batch_size=10).train(m, gray, "dynamic", progress=False)
     assert torch.allclose(m.b.detach(), torch.logit(torch.tensor(0.3)).expand(6), atol=0.01)
 
 
-def test_cached_rbm_roundtrip(tmp_path, gen):
+def test_cached_rbm_roundtrip(tmp_path):
     calls = []
     cfg = {"n_visible": 10, "n_hidden": 3, "k": 1, "n_iters": 5, "seed": 0, "data": "toy"}
 
     def train():
         calls.append(1)
-        m = BernoulliRBM(10, 3)
-        train_rbm_cd(
-            m, two_mode_data(n=50), k=1, n_iters=5, batch_size=10, generator=gen, progress=False
-        )
+        m = rbm(10, 3)
+        cd(k=1, n_iters=5, batch_size=10).train(m, two_mode_data(n=50), "static", progress=False)
         return m
 
-    a = cached_rbm(cfg, train, tmp_path)
+    a, cached = cached_rbm(cfg, train, tmp_path)
     path = tmp_path / f"rbm-{config_hash(cfg)}.pt"
-    assert path.is_file() and not a.loaded_from_cache and len(calls) == 1
+    assert path.is_file() and not cached and len(calls) == 1
     assert list(tmp_path.glob("*.tmp")) == []
-    b = cached_rbm(dict(reversed(list(cfg.items()))), train, tmp_path)  # key order irrelevant
-    assert b.loaded_from_cache and len(calls) == 1
+    b, cached = cached_rbm(dict(reversed(list(cfg.items()))), train, tmp_path)  # key order
+    assert cached and len(calls) == 1
     for k, v in a.state_dict().items():
         assert torch.equal(v, b.state_dict()[k])
     blob = torch.load(path, weights_only=True)
     assert blob["n_hidden"] == 3 and '"k": 1' in blob["config"]
-    c = cached_rbm({**cfg, "k": 2}, train, tmp_path)
-    assert not c.loaded_from_cache and len(calls) == 2 and len(list(tmp_path.glob("*.pt"))) == 2
+    _, cached = cached_rbm({**cfg, "k": 2}, train, tmp_path)
+    assert not cached and len(calls) == 2 and len(list(tmp_path.glob("*.pt"))) == 2

@@ -16,7 +16,8 @@ from ebmlab.utils.logging import read_metrics
 from tests.helpers import REPO, run_cli
 
 TINY_LEARNING = [
-    "experiment=ising_learning_smoke",
+    "experiment=dlp/fig5_ising_learning",
+    "scale=smoke",
     "dataset.n_side=4",
     "dataset.n_samples=64",
     "dataset.gibbs_steps=2000",
@@ -40,7 +41,8 @@ def test_ising_learning_end_to_end(tmp_path):
 def test_learning_recovers_couplings(tmp_path):
     """PCD with DMALA gets the J error well below that of the initial (near-zero) J."""
     args = [
-        "experiment=ising_learning_smoke",
+        "experiment=dlp/fig5_ising_learning",
+        "scale=smoke",
         "dataset.n_side=5",
         "dataset.sigma=0.1",
         "dataset.n_samples=1000",
@@ -58,7 +60,8 @@ def test_learning_recovers_couplings(tmp_path):
 def test_ising_sampling_end_to_end(tmp_path):
     p = run_cli(
         [
-            "experiment=ising_sampling_smoke",
+            "experiment=dlp/fig3_ising_sampling",
+            "scale=smoke",
             "model.n_side=3",
             "task.n_steps=300",
             "sampler=dmala",
@@ -92,7 +95,8 @@ def test_resume_after_sigkill_gives_identical_results(tmp_path, task):
         kill_at = 47
     else:
         args = [
-            "experiment=ising_sampling_smoke",
+            "experiment=dlp/fig3_ising_sampling",
+            "scale=smoke",
             "model.n_side=3",
             "task.n_steps=200",
             "task.checkpoint_every=50",
@@ -122,7 +126,7 @@ def test_resume_after_sigkill_gives_identical_results(tmp_path, task):
 
 BAD = [
     (["sampler=dmala", "sampler.step_size=-1"], "sampler.step_size"),
-    (["experiment=ising_sampling_smoke", "task.n_chains=0"], "task.n_chains"),
+    (["experiment=dlp/fig3_ising_sampling", "scale=smoke", "task.n_chains=0"], "task.n_chains"),
     (["dataset.n_side=1"], "dataset.n_side"),
     (["sampler=nosuchsampler"], "sampler=nosuchsampler"),
     (["model.dim=50"], "model.dim"),
@@ -240,15 +244,15 @@ def test_divergence_stops_and_keeps_last_good_checkpoint(tmp_path):
     from ebmlab.samplers.gwg import GWG
 
     g = torch.Generator().manual_seed(0)
-    model = DenseIsing(dim=9)
-    learner = PCD(buffer_size=8, batch_size=8, sampler_steps=1, lr=1e-3)
+    model = DenseIsing(dim=9, init_scale=0.01, learn_bias=True)
+    learner = PCD(8, 8, sampler_steps=1, lr=1e-3, l1=0.0, buffer_init="uniform")
     data = (torch.rand(20, 9, generator=g) < 0.5).float()
-    learner.setup(model, GWG(), data, g)
-    learner.step(model, learner.sample_batch(data, g), g)
+    learner.setup(model, data, g, GWG(1))
+    learner.step(model, g)
     with torch.no_grad():
         model.J_raw[0, 1] = float("nan")
     with pytest.raises(DivergenceError, match="step 2"):
-        learner.step(model, learner.sample_batch(data, g), g)
+        learner.step(model, g)
 
 
 def test_config_error_names_key():
@@ -259,7 +263,8 @@ def test_config_error_names_key():
 def test_ising_learning_with_ratio_matching_learner(tmp_path):
     """`task=ising_learning learner=rmwggis` trains without a sampler (RMwGGIS Table 3)."""
     args = [
-        "experiment=ising_learning_smoke",
+        "experiment=dlp/fig5_ising_learning",
+        "scale=smoke",
         "dataset.n_side=4",
         "dataset.n_samples=64",
         "dataset.gibbs_steps=2000",
@@ -269,6 +274,6 @@ def test_ising_learning_with_ratio_matching_learner(tmp_path):
     ]
     r = run_cli(args, tmp_path / "run").results
     assert r["n_iters"] == 20 and math.isfinite(r["log_rmse"])
-    j = torch.load(tmp_path / "run" / "checkpoints" / "last.pt", weights_only=True)["model"]
+    j = torch.load(tmp_path / "run" / "checkpoints" / "last.pt", weights_only=True)["task"]["model"]
     j = j["J_raw"]
     assert torch.allclose(j, j.T) and j.diagonal().abs().max() == 0  # project_() ran

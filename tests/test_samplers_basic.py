@@ -47,7 +47,7 @@ class Image(EnergyModel):
         return self.inner.log_prob(x.reshape(x.shape[0], -1))
 
 
-ALL = [RandomScanGibbs(), SweepGibbs(), GWG(1), GWG(3), DMALA(0.3), DULA(0.2)]
+ALL = [RandomScanGibbs(), SweepGibbs(), GWG(1), GWG(3), DMALA(0.3, None), DULA(0.2, None)]
 IDS = ["gibbs", "sweep", "gwg1", "gwg3", "dmala", "dula"]
 
 
@@ -58,7 +58,7 @@ IDS = ["gibbs", "sweep", "gwg1", "gwg3", "dmala", "dula"]
 @pytest.mark.parametrize("cls", [DMALA, DULA])
 def test_step_size_validated(cls, bad):
     with pytest.raises(ConfigError) as e:
-        cls(step_size=bad)
+        cls(step_size=bad, precond=None)
     assert e.value.key == "step_size"
 
 
@@ -91,13 +91,13 @@ def test_constant_precond_equals_rescaled_step_size(gen):
     y = random_init(m, 16, gen)
     _, g = value_and_grad(m, x)
     a = DMALA(0.1, precond=[2.0] * m.dim).log_proposal(m, x, g, y)
-    b = DMALA(0.4).log_proposal(m, x, g, y)
+    b = DMALA(0.4, None).log_proposal(m, x, g, y)
     torch.testing.assert_close(a, b)
 
 
 def test_gwg_rejects_ordinal(gen):
     m = ordinal_target()
-    s = GWG()
+    s = GWG(1)
     with pytest.raises(ValueError, match="binary"):
         s.step(m, s.init(m, random_init(m, 4, gen)), gen)
 
@@ -106,7 +106,9 @@ def test_gwg_rejects_ordinal(gen):
 
 
 @pytest.mark.parametrize(
-    "sampler", [GWG(1), GWG(4), DMALA(0.2), DULA(0.1)], ids=["gwg1", "gwg4", "dmala", "dula"]
+    "sampler",
+    [GWG(1), GWG(4), DMALA(0.2, None), DULA(0.1, None)],
+    ids=["gwg1", "gwg4", "dmala", "dula"],
 )
 def test_gradient_samplers_cost_one_forward_one_backward(sampler, gen):
     m = Counting(frustrated_ising())
@@ -136,7 +138,7 @@ def test_analytic_gradient_model_is_used(gen):
             return super().log_prob(x)
 
     m = Spy(n_side=4, sigma=0.3, bias=0.1)
-    for s in (GWG(), DMALA(0.3)):
+    for s in (GWG(1), DMALA(0.3, None)):
         st = s.init(m, random_init(m, 8, gen))
         m.n_lpg = m.n_lp = 0
         for _ in range(3):
@@ -183,7 +185,9 @@ def test_cache_jump_and_domain(sampler, gen):
 
 
 @pytest.mark.parametrize(
-    "sampler", [RandomScanGibbs(), DMALA(0.5), DULA(0.5)], ids=["gibbs", "dmala", "dula"]
+    "sampler",
+    [RandomScanGibbs(), DMALA(0.5, None), DULA(0.5, None)],
+    ids=["gibbs", "dmala", "dula"],
 )
 def test_ordinal_domain_and_l1_jump(sampler, gen):
     m = ordinal_target()
@@ -215,14 +219,14 @@ def test_gwg_k_flips_at_most_k(gen):
 
 def test_dula_always_accepts_and_is_marked_inexact(gen):
     m = strong_rbm()
-    s = DULA(0.3)
+    s = DULA(0.3, None)
     assert DULA.exact is False and DMALA.exact is True
     st, info = s.step(m, s.init(m, random_init(m, 32, gen)), gen)
     assert info.accepted.all() and torch.all(info.accept_prob == 1)
 
 
 @pytest.mark.parametrize(
-    "sampler", [GWG(2), DMALA(0.3), RandomScanGibbs()], ids=["gwg2", "dmala", "gibbs"]
+    "sampler", [GWG(2), DMALA(0.3, None), RandomScanGibbs()], ids=["gwg2", "dmala", "gibbs"]
 )
 def test_non_flat_state(sampler, gen):
     m = Image()
@@ -257,7 +261,7 @@ def test_dmala_extreme_gradients_are_finite(gen):
             return 1e4 * (x * torch.arange(1.0, 7.0)).sum(-1)
 
     m = Steep()
-    for s in (DMALA(1e3), DULA(1e-3), GWG()):
+    for s in (DMALA(1e3, None), DULA(1e-3, None), GWG(1)):
         st = s.init(m, random_init(m, 8, gen))
         for _ in range(3):
             st, info = s.step(m, st, gen)
@@ -266,6 +270,27 @@ def test_dmala_extreme_gradients_are_finite(gen):
 
 
 # ------------------------------------------------------------------ configs
+
+
+@pytest.mark.parametrize("path", sorted(CONF.glob("*.yaml")), ids=lambda p: p.stem)
+def test_every_sampler_declares_its_capabilities(path):
+    """state_spaces (checked against the model before any compute), exact, and no code
+    default for any hyperparameter (the YAML sets them all)."""
+    import inspect
+
+    from hydra.utils import get_object
+
+    from ebmlab.core.protocols import BINARY, CATEGORICAL, CONTINUOUS, ORDINAL
+
+    node = OmegaConf.load(path)
+    cls = get_object(node._target_)
+    assert cls.state_spaces and set(cls.state_spaces) <= {BINARY, ORDINAL, CATEGORICAL, CONTINUOUS}
+    assert isinstance(cls.exact, bool)
+    params = inspect.signature(cls.__init__).parameters
+    for name, p in params.items():
+        if name != "self" and p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD):
+            assert p.default is inspect.Parameter.empty, f"{name} has a code default"
+            assert name in node, f"{path.name} does not set {name}"
 
 
 @pytest.mark.parametrize("name", ["gibbs", "gibbs_sweep", "gwg", "dmala", "dula"])
@@ -288,7 +313,9 @@ def test_configs_instantiate(name):
         assert instantiate(cfg, _convert_="all").precond == [1.0] * 4
 
 
-@pytest.mark.parametrize("sampler", [GWG(), DMALA(0.3), DULA(0.3)], ids=["gwg", "dmala", "dula"])
+@pytest.mark.parametrize(
+    "sampler", [GWG(1), DMALA(0.3, None), DULA(0.3, None)], ids=["gwg", "dmala", "dula"]
+)
 def test_gradient_sampler_accepts_state_without_grad(sampler, gen):
     """A state from a gradient-free sampler (Gibbs) gets its gradient cache filled, counted."""
     m = strong_rbm()

@@ -126,7 +126,7 @@ def test_shapes_of_toy_sets(gen):
 
 def test_grid_bits_decode_to_grid():
     ds = Synthetic2D("8gaussians", 32)
-    bits, xy = ds.grid_bits(50)
+    bits, xy = ds.grid_bits(50, 4.1)
     assert bits.shape == (2500, 32) and xy.shape == (2500, 2)
     assert xy[0].tolist() == [-4.1, -4.1] and xy[1, 1] == -4.1 and xy[50, 0] == -4.1
     assert (ds.decode(bits) - xy).abs().max() < 1.0 / ds.int_scale

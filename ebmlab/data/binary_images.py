@@ -59,6 +59,7 @@ import numpy as np
 import torch
 from torch import Tensor
 
+from ebmlab.data.files import reading
 from ebmlab.data.idx import read_idx
 from ebmlab.errors import ConfigError
 
@@ -353,6 +354,13 @@ def _read_source(
     """
     keys = _file_keys(source, file_split)
     paths = [resolve_file(data_dir, name, source, k, download) for k in keys]
+    with reading(paths, _candidates(source, keys[0])[1]):
+        return _parse_source(paths, name, source, file_split)
+
+
+def _parse_source(
+    paths: list[Path], name: str, source: str, file_split: str
+) -> dict[str, tuple[np.ndarray, np.ndarray | None]]:
     if source == "static_mnist":
         p = paths[0]
         x = _loadmat(p)["X"] if p.suffix == ".mat" else _read_amat(p)
@@ -415,13 +423,13 @@ class BinaryImages:
     def __init__(
         self,
         name: str,
-        data_dir: str = "data",
-        binarize: str | None = None,
-        n_valid: int | None = None,
-        split_seed: int = 0,
-        download: bool = False,
-        dim: int = DIM,
-        image_shape: Sequence[int] = IMAGE_SHAPE,
+        data_dir: str,
+        binarize: str | None,
+        n_valid: int | None,
+        split_seed: int,
+        download: bool,
+        dim: int,
+        image_shape: Sequence[int],
     ):
         if name not in _SPECS:
             raise ConfigError("name", f"one of {list(DATASETS)} (got {name!r})")
@@ -543,24 +551,3 @@ class BinaryImages:
     def data_mean(self, split: str = "train") -> Tensor:
         """Per-pixel mean [784] (for dynamic data: the grayscale mean = expected binary mean)."""
         return self.split(split).x.mean(0)
-
-
-def load_binary_images(
-    name: str,
-    data_dir: str | Path,
-    split: str,
-    download: bool = False,
-    binarize: str | None = None,
-    n_valid: int | None = None,
-    split_seed: int = 0,
-) -> ImageSplit:
-    """Functional form: ``BinaryImages(name, data_dir, ...).split(split)``."""
-    ds = BinaryImages(
-        name,
-        str(data_dir),
-        binarize=binarize,
-        n_valid=n_valid,
-        split_seed=split_seed,
-        download=download,
-    )
-    return ds.split(split)

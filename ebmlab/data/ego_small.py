@@ -27,6 +27,7 @@ import networkx as nx
 import torch
 from torch import Tensor
 
+from ebmlab.data.files import reading
 from ebmlab.data.safe_pickle import safe_load_pickle
 
 NUM_GRAPHS = 200
@@ -67,11 +68,11 @@ def _ego_graph_bfs(g: nx.Graph, centre: int) -> nx.Graph:
 
 def build_ego_small(citeseer_dir: str | Path) -> list[nx.Graph]:
     """Build the 200 Ego-small graphs from the Planetoid Citeseer graph file (see module doc)."""
-    adjacency = safe_load_pickle(_citeseer_graph_file(citeseer_dir))
-    if not isinstance(adjacency, dict):
-        raise ValueError(
-            f"{_GRAPH_FILE}: expected a dict node -> neighbours, got {type(adjacency)}"
-        )
+    path = _citeseer_graph_file(citeseer_dir)
+    with reading([path], "the Planetoid Citeseer files ind.citeseer.*"):
+        adjacency = safe_load_pickle(path)
+        if not isinstance(adjacency, dict):
+            raise ValueError(f"expected a dict node -> neighbours, got {type(adjacency)}")
     g = nx.from_dict_of_lists(adjacency)
     g.remove_edges_from(list(nx.selfloop_edges(g)))
     lcc = sorted(max(nx.connected_components(g), key=len))

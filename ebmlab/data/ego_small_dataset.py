@@ -12,7 +12,7 @@ import networkx as nx
 import torch
 from torch import Tensor
 
-from ebmlab.data.ego_small import NUM_TEST, adj_to_triu, graphs_to_adjacency, load_ego_small
+from ebmlab.data.ego_small import adj_to_triu, graphs_to_adjacency, load_ego_small
 from ebmlab.errors import ConfigError, check
 
 
@@ -22,10 +22,10 @@ class EgoSmall:
     def __init__(
         self,
         data_dir: str,
-        cache_dir: str | None = None,
-        max_nodes: int = 18,
-        n_test: int = NUM_TEST,
-        dim: int | None = None,
+        cache_dir: str | None,
+        max_nodes: int,
+        n_test: int,
+        dim: int | None,
     ):
         check(max_nodes >= 2, "max_nodes", f"must be an integer >= 2 (got {max_nodes})")
         check(n_test >= 1, "n_test", f"must be an integer >= 1 (got {n_test})")

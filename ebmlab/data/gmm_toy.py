@@ -30,7 +30,7 @@ def gmm_params(kind: str) -> tuple[Tensor, Tensor, Tensor]:
     return torch.tensor(WEIGHTS), torch.tensor(MEANS), torch.tensor(STDS[kind])
 
 
-def gmm_toy(kind: str = "iso", n: int = 1000, generator: torch.Generator | None = None) -> Tensor:
+def gmm_toy(kind: str, n: int, generator: torch.Generator | None) -> Tensor:
     """``n`` samples [n, 2] from the toy mixture."""
     if not isinstance(n, int) or n < 1:
         raise ConfigError("n", f"a positive integer (got {n!r})")
@@ -40,7 +40,7 @@ def gmm_toy(kind: str = "iso", n: int = 1000, generator: torch.Generator | None 
     return m[comp] + s[comp] * eps
 
 
-def gmm_toy_log_prob(x: Tensor, kind: str = "iso") -> Tensor:
+def gmm_toy_log_prob(x: Tensor, kind: str) -> Tensor:
     """Exact (normalised) log density of the toy mixture at x [N, 2]."""
     w, m, s = (t.to(x.dtype).to(x.device) for t in gmm_params(kind))
     z = (x[:, None, :] - m[None]) / s[None]
@@ -52,7 +52,7 @@ class GMMToyDataset:
     """The 2-D mixture of ``ebmlab.data.gmm_toy`` as a config target: ``n_points`` drawn once
     from a generator seeded with ``seed`` (the same points for every sampler and run seed)."""
 
-    def __init__(self, kind: str = "iso", n_points: int = 1000, seed: int = 1234, dim: int = 2):
+    def __init__(self, kind: str, n_points: int, seed: int, dim: int):
         if kind not in KINDS:
             raise ConfigError("kind", f"one of {list(KINDS)} (got {kind!r})")
         check(isinstance(n_points, int) and n_points >= 2, "n_points", f">= 2 (got {n_points})")

@@ -33,6 +33,7 @@ import numpy as np
 import torch
 from torch import Tensor
 
+from ebmlab.data.files import reading
 from ebmlab.data.idx import read_idx
 from ebmlab.errors import ConfigError
 
@@ -88,7 +89,7 @@ class GrayscaleImages:
         cache_dir: where decoded CelebA splits are cached (null: no cache).
         normalize: standardise with the paper's constants (false: pixels in [0, 1]).
         n_subset: keep a random subset of this many images of every split (null: all);
-            celeba2k64 defaults to 2,000 from the training partition.
+            celeba2k64 needs one (the paper's 2,000 from the training partition).
         subset_seed: seed of that subset draw.
         download: fetch missing MNIST / FashionMNIST files with torchvision (needs a network).
         dim, image_shape: must match the dataset (C*H*W and [C, H, W]); here for interpolation.
@@ -97,14 +98,14 @@ class GrayscaleImages:
     def __init__(
         self,
         name: str,
-        data_dir: str = "data",
-        cache_dir: str | None = None,
-        normalize: bool = True,
-        n_subset: int | None = None,
-        subset_seed: int = 1234,
-        download: bool = False,
-        dim: int | None = None,
-        image_shape: list[int] | None = None,
+        data_dir: str,
+        cache_dir: str | None,
+        normalize: bool,
+        n_subset: int | None,
+        subset_seed: int,
+        download: bool,
+        dim: int | None,
+        image_shape: list[int] | None,
     ):
         if name not in NAMES:
             raise ConfigError("name", f"one of {list(NAMES)} (got {name!r})")
@@ -114,7 +115,7 @@ class GrayscaleImages:
         if image_shape is not None and tuple(int(s) for s in image_shape) != shape:
             raise ConfigError("image_shape", f"{name} has shape {list(shape)} (got {image_shape})")
         if name == "celeba2k64" and n_subset is None:
-            n_subset = 2000
+            raise ConfigError("n_subset", "celeba2k64 is a subset of CelebA: set it (paper: 2000)")
         if n_subset is not None and (not isinstance(n_subset, int) or n_subset < 1):
             raise ConfigError("n_subset", f"null or an integer >= 1 (got {n_subset!r})")
         self.name = name
@@ -168,8 +169,10 @@ class GrayscaleImages:
     def _read(self, split: str) -> tuple[Tensor, Tensor | None]:
         if self.name in _IDX_LAYOUTS:
             img_f, lab_f = _idx_files(split)
-            img = read_idx(self._idx_path(img_f))
-            lab = read_idx(self._idx_path(lab_f)).astype(np.int64).reshape(-1)
+            img_p, lab_p = self._idx_path(img_f), self._idx_path(lab_f)
+            with reading([img_p, lab_p], "the official IDX files: " + self._missing("").args[0]):
+                img = read_idx(img_p)
+                lab = read_idx(lab_p).astype(np.int64).reshape(-1)
             if img.ndim != 3 or img.shape[1:] != self.image_shape[1:]:
                 raise ValueError(
                     f"{self.name}: {img_f} holds shape {img.shape}, expected [n,28,28]"

@@ -72,14 +72,14 @@ class IsingLatticeData:
 
     def __init__(
         self,
-        n_side: int = 25,
-        sigma: float = 0.25,
-        bias: float = 0.0,
-        n_samples: int = 2000,
-        gibbs_steps: int = 1_000_000,
-        seed: int = 0,
-        cache_dir: str = ".cache/ebmlab",
-        dim: int | None = None,
+        n_side: int,
+        sigma: float,
+        bias: float,
+        n_samples: int,
+        gibbs_steps: int,
+        seed: int,
+        cache_dir: str,
+        dim: int | None,
     ):
         check(n_side >= 2, "n_side", f"lattice side must be an integer >= 2 (got {n_side})")
         check(n_samples >= 1, "n_samples", f"must be >= 1 (got {n_samples})")

@@ -188,7 +188,7 @@ class Synthetic2D:
 
     state_kind = "binary"
 
-    def __init__(self, name: DatasetName = "2spirals", dim: int = 32):
+    def __init__(self, name: DatasetName, dim: int):
         check(
             name in _SAMPLERS,
             "name",
@@ -216,7 +216,7 @@ class Synthetic2D:
     def decode(self, bits: Tensor, centre: bool = True) -> Tensor:
         return decode(bits, self.int_scale, centre)
 
-    def grid_bits(self, resolution: int = 100, bound: float = 4.1) -> tuple[Tensor, Tensor]:
+    def grid_bits(self, resolution: int, bound: float) -> tuple[Tensor, Tensor]:
         """Regular grid on [-bound, bound]^2 for heat maps: (bits [r*r, dim], xy [r*r, 2]).
 
         Row-major with y varying slowest (``meshgrid(x, y)`` order), so

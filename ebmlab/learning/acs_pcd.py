@@ -1,19 +1,9 @@
 """ACS for persistent contrastive divergence (ACS paper Algorithm 6, App. B and D.4).
 
 Same loss, buffer and optimiser as :class:`ebmlab.learning.pcd.PCD`; only the sampling part of
-an iteration differs. With ``L = sampler.pcd_cycle_length``:
-
-- iteration ``i`` with ``i % L == 0``: exploration, ``explore_steps`` steps at
-  (alpha_max, beta_max) without MH;
-- the other iterations: exploitation, ``sampler_steps`` steps at (alpha_min, beta_min=0.5)
-  with MH;
-- re-tuning (Alg. 6, lines 4-10) replaces the sampling of an iteration: EstimateAlphaMax at the
-  first iteration of every ``pcd_retune_max_every``-th cycle, EstimateAlphaMin at the second
-  iteration of every ``pcd_retune_min_every``-th cycle (iterations 0 and 1 do the initial
-  tuning); the tuning proposals advance the persistent buffer (``pcd_tune_budget`` steps).
-
-The schedule, the tuning and their bookkeeping live in :class:`ebmlab.samplers.acs.ACS`
-(``pcd_tune_action``, ``pcd_retune``, ``pcd_step_params``, ``pcd_step``).
+an iteration differs: it follows :class:`~ebmlab.learning.acs_schedule.ACSPCDSchedule`
+(exploration once per cycle, exploitation otherwise, periodic re-tuning of alpha_max /
+alpha_min on the persistent chains).
 """
 
 from __future__ import annotations
@@ -21,68 +11,64 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
-from ebmlab.errors import ConfigError, check
+from ebmlab.errors import ConfigError
+from ebmlab.learning.acs_schedule import ACSPCDSchedule
+from ebmlab.learning.batches import Transform
 from ebmlab.learning.pcd import PCD
+from ebmlab.samplers.acs import ACS
 
 
 class ACSPCD(PCD):
     """PCD whose sampler follows ACS's PCD schedule (needs ``sampler=acs``).
 
     Args (beyond :class:`PCD`):
-        explore_steps: sampler steps of the exploration iteration (App. D.4: "half the
-            sampling steps"); 0 = ``sampler_steps // 2`` (at least 1).
+        acs: Algorithm 6's settings (cycle length, re-tuning intervals and budget, adaptive
+            floor, exploration steps).
     """
 
     def __init__(
         self,
-        buffer_size: int = 100,
-        batch_size: int = 100,
-        sampler_steps: int = 40,
-        lr: float = 1e-3,
-        l1: float = 0.0,
-        buffer_init: str = "data_mean",
-        explore_steps: int = 0,
+        buffer_size: int,
+        batch_size: int,
+        sampler_steps: int,
+        lr: float,
+        l1: float,
+        buffer_init: str,
+        acs: ACSPCDSchedule,
     ):
         super().__init__(buffer_size, batch_size, sampler_steps, lr, l1, buffer_init)
-        check(explore_steps >= 0, "explore_steps", f"must be >= 0 (got {explore_steps})")
-        self.explore_steps = explore_steps or max(1, sampler_steps // 2)
+        self.acs = acs
 
-    def setup(self, model, sampler, data: Tensor, generator: torch.Generator) -> None:
-        if not all(hasattr(sampler, m) for m in ("pcd_step", "pcd_retune", "pcd_tune_action")):
+    def setup(
+        self,
+        model,
+        data: Tensor,
+        generator: torch.Generator,
+        sampler=None,
+        transform: Transform | None = None,
+    ) -> None:
+        if not isinstance(sampler, ACS):
             raise ConfigError(
                 "learner",
                 f"acs_pcd needs sampler=acs (got {type(sampler).__name__}); use learner=pcd "
                 "for other samplers",
             )
-        super().setup(model, sampler, data, generator)
+        self.acs.bind(sampler)
+        super().setup(model, data, generator, sampler, transform)
 
     def sample(self, model, generator: torch.Generator) -> dict:
         """Advance the buffer by this iteration's ACS schedule; returns sampling scalars."""
-        s, it = self.sampler, self.iteration
-        state = s.init(model, self.buffer)
-        n_lp, n_grad = s.init_cost()
-        action = s.pcd_tune_action(it)
-        if action is not None:
-            state, res = s.pcd_retune(model, state, generator, action)
-            acc = [r["accept"] for r in res.trace]
-            out = {
-                "accept_rate": sum(acc) / len(acc) if acc else float("nan"),
-                "jump": float("nan"),
-                "n_log_prob": n_lp + res.n_log_prob,
-                "n_grad": n_grad + res.n_grad,
-                "phase": 2.0 if action == "alpha_max" else 3.0,
-            }
-        else:
-            explore = it % s.pcd_cycle_length == 0
-            k = self.explore_steps if explore else self.sampler_steps
-            state, info = s.pcd_step(model, state, generator, it, k)
-            out = {
-                "accept_rate": float(info.accept_prob.float().mean()),
-                "jump": float(info.jump.float().mean()),
-                "n_log_prob": n_lp + info.n_log_prob,
-                "n_grad": n_grad + info.n_grad,
-                "phase": 1.0 if explore else 0.0,
-            }
-        out["alpha_max"], out["alpha_min"] = float(s.alpha_max), float(s.alpha_min)
+        state = self.sampler.init(model, self.buffer)
+        n_lp, n_grad = self.sampler.init_cost()
+        state, out = self.acs.advance(model, state, generator, self.iteration, self.sampler_steps)
+        out["n_log_prob"] += n_lp
+        out["n_grad"] += n_grad
         self.buffer = state.x.detach()
         return out
+
+    def state_dict(self) -> dict:
+        return {**super().state_dict(), "acs": self.acs.state_dict()}
+
+    def load_state_dict(self, d: dict) -> None:
+        super().load_state_dict(d)
+        self.acs.load_state_dict(d["acs"])

@@ -1,13 +1,13 @@
 """Persistent contrastive divergence with any sampler (DLP 7.3; Tieleman 2008).
 
-Each iteration runs ``sampler_steps`` steps of the sampler from the
-persistent buffer under the current model, then takes one optimiser step on
+One iteration (:meth:`PCD.step`): draw ``batch_size`` data rows with replacement, run
+``sampler_steps`` steps of the sampler from the persistent buffer under the current model,
+then take one Adam step on
 
     loss = -(mean f(data) - mean f(buffer)) + l1 * sum |theta|_1
 
-where ``f = log_prob`` and theta are the model's ``l1_parameters()`` (if any).
-Models with a ``project_()`` method (e.g. symmetrise J, zero its diagonal) get
-it called after every step.
+where ``f = log_prob`` and theta are the model's ``l1_parameters()``; the model's
+``project_()`` (e.g. symmetrise J, zero its diagonal) runs after every step.
 """
 
 from __future__ import annotations
@@ -17,18 +17,35 @@ import math
 import torch
 from torch import Tensor
 
-from ebmlab.errors import DivergenceError, check
+from ebmlab.errors import ConfigError, DivergenceError, check
+from ebmlab.learning.batches import Transform, draw_rows
+
+BUFFER_INITS = ("uniform", "data_mean")
 
 
 class PCD:
+    """PCD learner (implements :class:`~ebmlab.core.protocols.Learner`).
+
+    Args:
+        buffer_size: persistent chains.
+        batch_size: data rows per iteration.
+        sampler_steps: sampler steps per iteration.
+        lr: Adam learning rate.
+        l1: weight of the L1 penalty on the model's ``l1_parameters()``.
+        buffer_init: ``uniform`` (Bernoulli(1/2)) or ``data_mean`` (Bernoulli of the
+            per-dimension data mean, clamped to [0.01, 0.99]).
+    """
+
+    needs_sampler = True
+
     def __init__(
         self,
-        buffer_size: int = 256,
-        batch_size: int = 256,
-        sampler_steps: int = 10,
-        lr: float = 1e-3,
-        l1: float = 0.0,
-        buffer_init: str = "uniform",
+        buffer_size: int,
+        batch_size: int,
+        sampler_steps: int,
+        lr: float,
+        l1: float,
+        buffer_init: str,
     ):
         check(buffer_size >= 1, "buffer_size", f"must be >= 1 (got {buffer_size})")
         check(batch_size >= 1, "batch_size", f"must be >= 1 (got {batch_size})")
@@ -36,22 +53,29 @@ class PCD:
         check(lr > 0, "lr", f"must be > 0 (got {lr})")
         check(l1 >= 0, "l1", f"must be >= 0 (got {l1})")
         check(
-            buffer_init in ("uniform", "data_mean"),
+            buffer_init in BUFFER_INITS,
             "buffer_init",
-            f"must be uniform or data_mean (got {buffer_init!r})",
+            f"must be one of {', '.join(BUFFER_INITS)} (got {buffer_init!r})",
         )
-        self.buffer_size, self.batch_size, self.sampler_steps = (
-            buffer_size,
-            batch_size,
-            sampler_steps,
-        )
-        self.lr, self.l1, self.buffer_init = lr, l1, buffer_init
+        self.buffer_size, self.batch_size = buffer_size, batch_size
+        self.sampler_steps, self.lr, self.l1 = sampler_steps, lr, l1
+        self.buffer_init = buffer_init
         self.buffer: Tensor | None = None
         self.optimizer: torch.optim.Optimizer | None = None
         self.iteration = 0
 
-    def setup(self, model, sampler, data: Tensor, generator: torch.Generator) -> None:
-        self.sampler = sampler
+    def setup(
+        self,
+        model,
+        data: Tensor,
+        generator: torch.Generator,
+        sampler=None,
+        transform: Transform | None = None,
+    ) -> None:
+        """Adam on the trainable parameters; the buffer drawn per ``buffer_init``."""
+        if sampler is None:
+            raise ConfigError("sampler", "PCD needs a sampler (e.g. sampler=gwg)")
+        self.sampler, self.data, self.transform = sampler, data, transform
         params = [p for p in model.parameters() if p.requires_grad]
         self.optimizer = torch.optim.Adam(params, lr=self.lr)
         d = data.shape[1]
@@ -62,17 +86,22 @@ class PCD:
         u = torch.rand(p.shape, generator=generator, device=data.device)
         self.buffer = (u < p).float()
 
-    def sample_batch(self, data: Tensor, generator: torch.Generator) -> Tensor:
-        idx = torch.randint(
-            0, data.shape[0], (self.batch_size,), generator=generator, device=data.device
-        )
-        return data[idx]
+    def step(self, model, generator: torch.Generator) -> dict:
+        """One iteration: draw a data batch, then :meth:`update` on it."""
+        batch = draw_rows(self.data, self.batch_size, generator, self.transform)
+        return self.update(model, batch, generator)
+
+    def update(self, model, batch: Tensor, generator: torch.Generator) -> dict:
+        """Advance the buffer, then one optimiser step with ``batch`` as positives."""
+        info = self.sample(model, generator)
+        return {"loss": self.descend(model, batch), **info}
 
     def sample(self, model, generator: torch.Generator) -> dict:
-        """Advance the persistent buffer by ``sampler_steps`` steps; returns sampling scalars."""
+        """Advance the persistent buffer by ``sampler_steps`` steps; returns sampling scalars
+        (kept on the device)."""
         state = self.sampler.init(model, self.buffer)
         n_lp, n_grad = self.sampler.init_cost()
-        acc = jump = torch.zeros((), device=self.buffer.device)  # summed on device: no sync
+        acc = jump = torch.zeros((), device=self.buffer.device)
         for _ in range(self.sampler_steps):
             state, info = self.sampler.step(model, state, generator)
             acc = acc + info.accept_prob.float().mean()
@@ -82,36 +111,31 @@ class PCD:
         self.buffer = state.x.detach()
         k = self.sampler_steps
         return {
-            "accept_rate": acc.item() / k,
-            "jump": jump.item() / k,
+            "accept_rate": acc.double() / k,  # float64: the value of acc.item() / k
+            "jump": jump.double() / k,
             "n_log_prob": n_lp,
             "n_grad": n_grad,
         }
 
-    def update(self, model, batch: Tensor) -> float:
+    def descend(self, model, batch: Tensor) -> Tensor:
         """One optimiser step on the PCD loss with the current buffer as negatives."""
         pos = model.log_prob(batch).mean()
         neg = model.log_prob(self.buffer).mean()
         loss = neg - pos
-        if self.l1 > 0 and hasattr(model, "l1_parameters"):
-            loss = loss + self.l1 * sum(p.abs().sum() for p in model.l1_parameters())
+        l1_params = model.l1_parameters()
+        if self.l1 > 0 and l1_params:
+            loss = loss + self.l1 * sum(p.abs().sum() for p in l1_params)
         self.iteration += 1
         if not math.isfinite(loss.item()):
             raise DivergenceError(self.iteration, "the PCD loss")
         self.optimizer.zero_grad(set_to_none=True)
         loss.backward()
         self.optimizer.step()
-        if hasattr(model, "project_"):
-            model.project_()
+        model.project_()
         for p in model.parameters():
             if not torch.isfinite(p).all():
                 raise DivergenceError(self.iteration, "a model parameter")
-        return loss.item()
-
-    def step(self, model, batch: Tensor, generator: torch.Generator) -> dict:
-        """One PCD iteration: sample the buffer, then update; returns scalars."""
-        info = self.sample(model, generator)
-        return {"loss": self.update(model, batch), **info}
+        return loss.detach()
 
     def state_dict(self) -> dict:
         return {

@@ -1,6 +1,7 @@
 """PCD with a replay buffer, warm-up and EMA weights (GWG / DLP / ACS deep-EBM training).
 
-Each iteration (PROTOCOLS.md "Deep EBMs"):
+Each iteration (PROTOCOLS.md "Deep EBMs"): draw ``batch_size`` data rows with replacement
+(then the ``transform`` given to ``setup``, e.g. dynamic binarisation), and
 
 1. draw ``batch_size`` distinct chains from the replay buffer (``buffer_size`` states,
    initialised from the model's Bernoulli base); each is re-initialised from the base with
@@ -8,8 +9,8 @@ Each iteration (PROTOCOLS.md "Deep EBMs"):
 2. run ``sampler_steps`` steps of the sampler on them under the current model and write them
    back. With ``sampler=acs`` the steps follow ACS's PCD schedule (ACS Algorithm 6, App. B):
    one exploration iteration per cycle at (alpha_max, beta_max) without MH
-   (``explore_steps``), the others at (alpha_min, 0.5) with MH, and the periodic re-tuning of
-   alpha_max / alpha_min replacing the sampling of an iteration;
+   (``acs.explore_steps``), the others at (alpha_min, 0.5) with MH, and the periodic re-tuning
+   of alpha_max / alpha_min replacing the sampling of an iteration;
 3. one Adam step on ``loss = mean f(samples) - mean f(data)`` (+ ``energy_l2`` times the mean
    squared network output of both), learning rate ramped linearly over ``warmup_iters``;
 4. EMA of the weights: ``theta_ema <- ema theta_ema + (1 - ema) theta``.
@@ -26,7 +27,10 @@ import math
 import torch
 from torch import Tensor
 
-from ebmlab.errors import DivergenceError, check
+from ebmlab.errors import ConfigError, DivergenceError, check
+from ebmlab.learning.acs_schedule import ACSPCDSchedule
+from ebmlab.learning.batches import Transform, draw_rows
+from ebmlab.samplers.acs import ACS
 
 
 class PCDBuffer:
@@ -40,23 +44,25 @@ class PCDBuffer:
         warmup_iters: iterations of the linear learning-rate warm-up (10,000; 0 = none).
         ema: EMA decay of the weights (0.999; 0 = EMA equals the current weights).
         reinit_freq: probability that a drawn chain restarts from the base (0 = never).
-        explore_steps: ACS exploration-iteration steps; 0 = sampler_steps // 2 (App. D.4).
+        acs: ACS's PCD schedule (Algorithm 6), used when the sampler is ACS.
         energy_l2: weight of mean(net(data)^2 + net(samples)^2) (0 = off; ours, optional).
         max_abs_loss: |loss| above this counts as divergence.
     """
 
+    needs_sampler = True
+
     def __init__(
         self,
-        buffer_size: int = 10000,
-        batch_size: int = 100,
-        sampler_steps: int = 40,
-        lr: float = 1e-4,
-        warmup_iters: int = 10000,
-        ema: float = 0.999,
-        reinit_freq: float = 0.0,
-        explore_steps: int = 0,
-        energy_l2: float = 0.0,
-        max_abs_loss: float = 1e6,
+        buffer_size: int,
+        batch_size: int,
+        sampler_steps: int,
+        lr: float,
+        warmup_iters: int,
+        ema: float,
+        reinit_freq: float,
+        acs: ACSPCDSchedule,
+        energy_l2: float,
+        max_abs_loss: float,
     ):
         check(buffer_size >= 1, "buffer_size", f"must be >= 1 (got {buffer_size})")
         check(batch_size >= 1, "batch_size", f"must be >= 1 (got {batch_size})")
@@ -70,13 +76,12 @@ class PCDBuffer:
         check(warmup_iters >= 0, "warmup_iters", f"must be >= 0 (got {warmup_iters})")
         check(0 <= ema < 1, "ema", f"must be in [0, 1) (got {ema})")
         check(0 <= reinit_freq <= 1, "reinit_freq", f"must be in [0, 1] (got {reinit_freq})")
-        check(explore_steps >= 0, "explore_steps", f"must be >= 0 (got {explore_steps})")
         check(energy_l2 >= 0, "energy_l2", f"must be >= 0 (got {energy_l2})")
         check(max_abs_loss > 0, "max_abs_loss", f"must be > 0 (got {max_abs_loss})")
         self.buffer_size, self.batch_size = int(buffer_size), int(batch_size)
         self.sampler_steps, self.lr, self.warmup_iters = int(sampler_steps), float(lr), warmup_iters
         self.ema, self.reinit_freq, self.energy_l2 = float(ema), float(reinit_freq), energy_l2
-        self.explore_steps = int(explore_steps) or max(1, self.sampler_steps // 2)
+        self.acs = acs
         self.max_abs_loss = float(max_abs_loss)
         self.buffer: Tensor | None = None
         self.optimizer: torch.optim.Optimizer | None = None
@@ -85,12 +90,23 @@ class PCDBuffer:
         self.iteration = 0
 
     # -- setup ----------------------------------------------------------------------------
-    def setup(self, model, sampler, generator: torch.Generator) -> None:
-        """Adam on the model's parameters, EMA copy, buffer drawn from the model's base."""
-        self.sampler = sampler
-        self.acs_schedule = all(
-            hasattr(sampler, m) for m in ("pcd_step", "pcd_retune", "pcd_tune_action")
-        )
+    def setup(
+        self,
+        model,
+        data: Tensor,
+        generator: torch.Generator,
+        sampler=None,
+        transform: Transform | None = None,
+    ) -> None:
+        """Adam on the model's parameters, EMA copy, buffer drawn from the model's base.
+        ``data``: training rows the batches are drawn from; ``transform``: e.g. dynamic
+        binarisation of each drawn batch."""
+        if sampler is None:
+            raise ConfigError("sampler", "PCD with a replay buffer needs a sampler")
+        self.sampler, self.data, self.transform = sampler, data, transform
+        self.acs_schedule = isinstance(sampler, ACS)
+        if self.acs_schedule:
+            self.acs.bind(sampler)
         self.optimizer = torch.optim.Adam(
             [p for p in model.parameters() if p.requires_grad], lr=self.lr
         )
@@ -111,18 +127,11 @@ class PCDBuffer:
         state = s.init(model, x0)
         n_lp, n_grad = s.init_cost()
         out: dict = {}
-        action = s.pcd_tune_action(self.iteration) if self.acs_schedule else None
-        if action is not None:
-            state, res = s.pcd_retune(model, state, generator, action)
-            acc = [r["accept"] for r in res.trace]
-            out = {"accept_rate": sum(acc) / len(acc) if acc else float("nan"), "jump": math.nan}
-            n_lp, n_grad = n_lp + res.n_log_prob, n_grad + res.n_grad
-        elif self.acs_schedule:
-            explore = self.iteration % s.pcd_cycle_length == 0
-            k = self.explore_steps if explore else self.sampler_steps
-            state, info = s.pcd_step(model, state, generator, self.iteration, k)
-            out = {"accept_rate": float(info.accept_prob.mean()), "jump": float(info.jump.mean())}
-            n_lp, n_grad = n_lp + info.n_log_prob, n_grad + info.n_grad
+        if self.acs_schedule:
+            it, k = self.iteration, self.sampler_steps
+            state, out = self.acs.advance(model, state, generator, it, k)
+            del out["phase"]
+            n_lp, n_grad = n_lp + out["n_log_prob"], n_grad + out["n_grad"]
         else:
             acc = jump = 0.0
             for _ in range(self.sampler_steps):
@@ -131,13 +140,16 @@ class PCDBuffer:
                 jump += float(info.jump.float().mean())
                 n_lp, n_grad = n_lp + info.n_log_prob, n_grad + info.n_grad
             out = {"accept_rate": acc / self.sampler_steps, "jump": jump / self.sampler_steps}
-        if self.acs_schedule:
-            out["alpha_max"], out["alpha_min"] = float(s.alpha_max), float(s.alpha_min)
         out["n_log_prob"], out["n_grad"] = float(n_lp), float(n_grad)
         return state.x.detach(), out
 
     # -- one iteration --------------------------------------------------------------------
-    def step(self, model, batch: Tensor, generator: torch.Generator) -> dict:
+    def step(self, model, generator: torch.Generator) -> dict:
+        """One iteration: draw ``batch_size`` data rows (with replacement), then :meth:`update`."""
+        batch = draw_rows(self.data, self.batch_size, generator, self.transform)
+        return self.update(model, batch, generator)
+
+    def update(self, model, batch: Tensor, generator: torch.Generator) -> dict:
         """One PCD iteration on a binarised data batch; returns scalars for logging."""
         n, dev = self.buffer.shape[0], self.buffer.device
         idx = torch.randperm(n, generator=generator, device=dev)[: self.batch_size]
@@ -188,6 +200,7 @@ class PCDBuffer:
             "ema": self.ema_model.state_dict(),
             "iteration": self.iteration,
             "sampler": self.sampler.state_dict(),
+            "acs": self.acs.state_dict(),
         }
 
     def load_state_dict(self, d: dict) -> None:
@@ -196,66 +209,4 @@ class PCDBuffer:
         self.ema_model.load_state_dict(d["ema"])
         self.iteration = int(d["iteration"])
         self.sampler.load_state_dict(d["sampler"])
-
-
-def deep_ebm_ais(
-    model,
-    sampler,
-    betas: Tensor,
-    n_chains: int,
-    generator: torch.Generator,
-    progress: bool = False,
-):
-    """AIS estimate of log Z for a model with a normalised Bernoulli base (DLP / ACS protocol).
-
-    Intermediate densities f_b = base + b net (linear schedule from the base to the model);
-    the transition at each temperature is one step of ``sampler`` on
-    :class:`~ebmlab.models.resnet_ebm.TemperedEBM` (so it leaves f_b invariant). The network's
-    value and gradient at the current states are carried from one temperature to the next:
-    one forward + backward per temperature.
-    """
-    from ebmlab.metrics.ais import ais_log_z
-    from ebmlab.models.resnet_ebm import TemperedEBM
-    from ebmlab.samplers.base import ChainState
-
-    tempered = TemperedEBM(model)
-    cache: dict = {}
-
-    def base_sample(n: int, gen: torch.Generator) -> Tensor:
-        x = model.sample_base(n, gen)
-        cache["x"] = x
-        cache["net"], cache["gnet"] = tempered.net_value_and_grad(x)
-        return x
-
-    def target_log_prob(x: Tensor) -> Tensor:
-        net = cache["net"] if x is cache.get("x") else model.net(x)
-        return model.base_log_prob(x) + net
-
-    def transition(x: Tensor, beta: float, gen: torch.Generator) -> Tensor:
-        if x is not cache.get("x"):
-            cache["x"] = x
-            cache["net"], cache["gnet"] = tempered.net_value_and_grad(x)
-        net, gnet = cache["net"], cache["gnet"]
-        tempered.beta = float(beta)
-        lp, g = tempered.combine(x, net, gnet)
-        tempered.last = None
-        state, _ = sampler.step(tempered, ChainState(x=x, log_prob=lp, grad=g), gen)
-        y = state.x
-        if tempered.last is not None:  # proposal evaluated: take its values where accepted
-            py, ny, gy = tempered.last
-            took = (y.reshape(y.shape[0], -1) == py.reshape(py.shape[0], -1)).all(-1)
-            net = torch.where(took, ny, net)
-            gnet = torch.where(took.view(-1, *([1] * (gnet.dim() - 1))), gy, gnet)
-        cache["x"], cache["net"], cache["gnet"] = y, net, gnet
-        return y
-
-    return ais_log_z(
-        base_sample,
-        model.base_log_prob,
-        target_log_prob,
-        transition,
-        betas,
-        n_chains,
-        generator,
-        progress=progress,
-    )
+        self.acs.load_state_dict(d["acs"])

@@ -13,19 +13,19 @@ Energy E(x) = -log_prob(x); x in {0,1}^d; x_{-i} is x with bit i flipped.
 
 Every sample is paired with its OWN flipped neighbours (the reference code mixes samples
 through a reshape; see tests/test_ratio_matching.py::test_sampled_terms_pair_each_sample).
-All neighbours of a batch are evaluated in one batched forward pass.
+All neighbours of a batch are evaluated in one batched forward pass. The learner that trains
+with these objectives is :class:`ebmlab.learning.ratio_matching_learner.RatioMatchingLearner`.
 """
 
 from __future__ import annotations
 
 import math
-from typing import Literal
 
 import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-from ebmlab.errors import ConfigError, DivergenceError, check
+from ebmlab.errors import ConfigError, check
 
 OBJECTIVES = ("rm", "rmwggis", "rmwrand")
 VARIANTS = ("basic", "advanced")
@@ -167,81 +167,3 @@ def rmwrand_loss(
     e_x = _energy(model, x)
     per_sample = _sampled_estimate(model, x, e_x, log_q, s, variant, replacement, generator)
     return _reduce(per_sample, reduction)
-
-
-class RatioMatchingLearner:
-    """Trainer for the ratio matching family (RM, RMwGGIS basic/advanced, RMwRAND).
-
-    One ``step`` = loss on a data batch, backward, grad-norm clipping, Adam step.
-    Paper/reference defaults: Adam lr 5e-4, weight decay 1e-4, clip 1, s = 10.
-    """
-
-    def __init__(
-        self,
-        objective: Literal["rm", "rmwggis", "rmwrand"] = "rmwggis",
-        variant: Literal["basic", "advanced"] = "advanced",
-        s: int = 10,
-        replacement: bool = False,
-        lr: float = 5e-4,
-        weight_decay: float = 1e-4,
-        grad_clip: float = 1.0,
-        chunk_size: int = 0,
-    ):
-        check(
-            objective in OBJECTIVES,
-            "objective",
-            f"must be one of {', '.join(OBJECTIVES)} (got {objective!r})",
-        )
-        check(
-            variant in VARIANTS,
-            "variant",
-            f"must be one of {', '.join(VARIANTS)} (got {variant!r})",
-        )
-        check(isinstance(s, int) and s >= 1, "s", f"must be an integer >= 1 (got {s})")
-        check(lr > 0, "lr", f"must be > 0 (got {lr})")
-        check(weight_decay >= 0, "weight_decay", f"must be >= 0 (got {weight_decay})")
-        check(grad_clip >= 0, "grad_clip", f"must be >= 0; 0 disables clipping (got {grad_clip})")
-        check(chunk_size >= 0, "chunk_size", f"must be >= 0; 0 means one batch (got {chunk_size})")
-        self.objective, self.variant, self.s, self.replacement = objective, variant, s, replacement
-        self.lr, self.weight_decay, self.grad_clip = lr, weight_decay, grad_clip
-        self.chunk_size = chunk_size
-        self.num_steps = 0
-
-    def loss(self, model, x: Tensor, generator: torch.Generator | None = None) -> Tensor:
-        if self.objective == "rm":
-            return ratio_matching_loss(model, x, chunk_size=self.chunk_size)
-        if self.objective == "rmwggis":
-            return rmwggis_loss(model, x, self.s, self.variant, self.replacement, generator)
-        return rmwrand_loss(model, x, self.s, generator, self.variant, self.replacement)
-
-    def make_optimizer(self, params) -> torch.optim.Optimizer:
-        return torch.optim.Adam(params, lr=self.lr, weight_decay=self.weight_decay)
-
-    def step(
-        self,
-        model,
-        optimizer: torch.optim.Optimizer,
-        x: Tensor,
-        generator: torch.Generator | None = None,
-    ) -> dict[str, float]:
-        """One update; raises DivergenceError when the loss or gradient norm is not finite."""
-        step = self.num_steps
-        optimizer.zero_grad(set_to_none=True)
-        loss = self.loss(model, x, generator)
-        if not torch.isfinite(loss):
-            raise DivergenceError(step, "loss")
-        loss.backward()
-        params = [p for p in model.parameters() if p.grad is not None]
-        max_norm = self.grad_clip if self.grad_clip > 0 else float("inf")
-        grad_norm = torch.nn.utils.clip_grad_norm_(params, max_norm)
-        if not torch.isfinite(grad_norm):
-            raise DivergenceError(step, "gradient norm")
-        optimizer.step()
-        self.num_steps += 1
-        return {"loss": float(loss.detach()), "grad_norm": float(grad_norm)}
-
-    def state_dict(self) -> dict:
-        return {"num_steps": self.num_steps}
-
-    def load_state_dict(self, d: dict) -> None:
-        self.num_steps = int(d.get("num_steps", 0))

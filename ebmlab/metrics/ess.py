@@ -136,3 +136,10 @@ def multichain_ess(x: Tensor, constant_value: float = 1.0) -> float:
     rho[0] = 1.0
     tau = _tau_from_rho(rho[:, None])[0]
     return float(m * n / tau)
+
+
+def ess_per_queries(ess: float, queries: float, per: float = 10_000.0) -> float:
+    """ESS per ``per`` log-likelihood queries (AB's ESS_n, Sec. 5.1): ess * per / queries."""
+    if queries <= 0:
+        raise ValueError(f"queries must be > 0 (got {queries})")
+    return float(ess) * per / float(queries)

@@ -64,12 +64,12 @@ class LatticeGaussian(EnergyModel):
 
     def __init__(
         self,
-        structure: str = "rotated",
-        condition: float | str = "medium",
-        dim: int = 100,
-        n_states: int = 21,
-        center: float | None = None,
-        seed: int = 0,
+        structure: str,
+        condition: float | str,
+        dim: int,
+        n_states: int,
+        center: float | None,
+        seed: int,
     ):
         super().__init__()
         check(
@@ -153,7 +153,7 @@ class BayesianLogisticRegression(EnergyModel):
 
     state_kind = "binary"
 
-    def __init__(self, dim: int = 100, n_data: int = 50, n_active: int = 7, seed: int = 0):
+    def __init__(self, dim: int, n_data: int, n_active: int, seed: int):
         super().__init__()
         _pos_int(dim, "dim", 2)
         _pos_int(n_data, "n_data")
@@ -210,11 +210,11 @@ class QuarticMixture(EnergyModel):
 
     def __init__(
         self,
-        dim: int = 50,
-        n_states: int = 21,
-        n_components: int = 50,
-        scale: float = 20.0,
-        seed: int = 0,
+        dim: int,
+        n_states: int,
+        n_components: int,
+        scale: float,
+        seed: int,
     ):
         super().__init__()
         _pos_int(dim, "dim", 2)

@@ -12,7 +12,8 @@ class EnergyModel(nn.Module):
     Subclasses set ``dim`` (number of variables), ``state_kind`` ("binary",
     "ordinal", "categorical" or "continuous"), ``n_states`` (for ordinal or
     categorical) and implement ``log_prob``. They may add
-    ``log_prob_and_grad(x)`` for an analytic gradient.
+    ``log_prob_and_grad(x)`` for an analytic gradient, and override ``l1_parameters`` /
+    ``project_`` (used by the learners) when some parameters are penalised or constrained.
     """
 
     dim: int
@@ -24,6 +25,13 @@ class EnergyModel(nn.Module):
 
     def energy(self, x: Tensor) -> Tensor:
         return -self.log_prob(x)
+
+    def l1_parameters(self) -> list[Tensor]:
+        """Parameters a learner's L1 penalty applies to (none unless a model says so)."""
+        return []
+
+    def project_(self) -> None:
+        """Restore parameter constraints after an optimiser step (none unless a model says so)."""
 
     @property
     def device(self) -> torch.device:

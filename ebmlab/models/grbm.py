@@ -34,8 +34,8 @@ class GRBM(EnergyModel):
     """Gaussian-Bernoulli RBM over v in R^D with H binary hidden units.
 
     Parameters: ``W`` [D, H], ``b`` [H], ``mu`` [D], ``log_var`` [D]. Initialisation as in
-    the paper's code: W ~ N(0, init_std^2) with init_std = 1 / sqrt(D + H) by default,
-    b = mu = 0, log_var = log(init_var) (init_var = 1).
+    the paper's code: W ~ N(0, init_std^2) with init_std = 1 / sqrt(D + H) when it is null,
+    b = mu = 0, log_var = log(init_var) (paper: init_var = 1).
     """
 
     state_kind = "continuous"
@@ -44,8 +44,8 @@ class GRBM(EnergyModel):
         self,
         n_visible: int,
         n_hidden: int,
-        init_std: float | None = None,
-        init_var: float = 1.0,
+        init_std: float | None,
+        init_var: float,
     ):
         super().__init__()
         if not isinstance(n_visible, int) or n_visible < 1:
@@ -202,7 +202,7 @@ class GRBM(EnergyModel):
             lw = hs @ self.b + 0.5 * ((means**2 - self.mu**2) / self.var).sum(-1)
         return lw, means
 
-    def log_partition_grid(self, low: float, high: float, n: int = 1001) -> Tensor:
+    def log_partition_grid(self, low: float, high: float, n: int) -> Tensor:
         """log Z by the trapezoid rule on a regular grid over [low, high]^D (D <= 2); for
         models whose hidden layer is too large to enumerate (e.g. the 2-D GMM runs)."""
         if self.n_visible > 2:

@@ -41,7 +41,7 @@ class _IsingBase(EnergyModel):
 class LatticeIsing(_IsingBase):
     """Periodic n_side x n_side lattice Ising with J = sigma * adjacency and uniform bias."""
 
-    def __init__(self, n_side: int = 25, sigma: float = 0.25, bias: float = 0.0):
+    def __init__(self, n_side: int, sigma: float, bias: float):
         super().__init__()
         check(n_side >= 2, "n_side", f"lattice side must be an integer >= 2 (got {n_side})")
         check(sigma == sigma and abs(sigma) < 1e6, "sigma", f"must be finite (got {sigma})")
@@ -63,11 +63,11 @@ class BAIsing(_IsingBase):
 
     def __init__(
         self,
-        n_nodes: int = 400,
-        n_attach: int = 4,
-        sigma: float = 0.4407,
-        bias: float = 0.0,
-        graph_seed: int = 0,
+        n_nodes: int,
+        n_attach: int,
+        sigma: float,
+        bias: float,
+        graph_seed: int,
     ):
         super().__init__()
         check(n_nodes >= 2, "n_nodes", f"must be >= 2 (got {n_nodes})")
@@ -87,7 +87,7 @@ class BAIsing(_IsingBase):
 class DenseIsing(_IsingBase):
     """Learnable dense Ising (DLP 7.3.1): J init N(0,1)*init_scale, symmetric, zero diagonal."""
 
-    def __init__(self, dim: int, init_scale: float = 0.01, learn_bias: bool = True):
+    def __init__(self, dim: int, init_scale: float, learn_bias: bool):
         super().__init__()
         check(dim >= 2, "dim", f"must be >= 2 (got {dim})")
         check(init_scale >= 0, "init_scale", f"must be >= 0 (got {init_scale})")

@@ -12,7 +12,7 @@ from ebmlab.models.base import EnergyModel
 class Swish(nn.Module):
     """x * sigmoid(beta * x) with a learnable scalar beta (initialised to 1)."""
 
-    def __init__(self, learn_beta: bool = True):
+    def __init__(self, learn_beta: bool):
         super().__init__()
         beta = torch.tensor(1.0)
         if learn_beta:
@@ -33,9 +33,7 @@ class MLPEnergy(EnergyModel):
 
     state_kind = "binary"
 
-    def __init__(
-        self, dim: int = 32, hidden_dim: int = 256, num_layers: int = 3, learn_beta: bool = True
-    ):
+    def __init__(self, dim: int, hidden_dim: int, num_layers: int, learn_beta: bool):
         super().__init__()
         check(dim >= 1, "dim", f"must be a positive integer (got {dim})")
         check(hidden_dim >= 1, "hidden_dim", f"must be a positive integer (got {hidden_dim})")

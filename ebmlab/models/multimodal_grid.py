@@ -43,9 +43,7 @@ class MultimodalGrid(EnergyModel):
 
     state_kind = "ordinal"
 
-    def __init__(
-        self, n_side: int = 5, spacing: int = 75, variance: float = 0.15, form: str = "code"
-    ):
+    def __init__(self, n_side: int, spacing: int, variance: float, form: str):
         super().__init__()
         check(
             isinstance(n_side, int) and not isinstance(n_side, bool) and n_side >= 1,

@@ -34,9 +34,7 @@ class BernoulliRBM(EnergyModel):
     state_kind = "binary"
     n_states = 2
 
-    def __init__(
-        self, n_visible: int, n_hidden: int = 500, init_std: float = 0.01, init_seed: int = 0
-    ):
+    def __init__(self, n_visible: int, n_hidden: int, init_std: float, init_seed: int):
         super().__init__()
         if not isinstance(n_visible, int) or isinstance(n_visible, bool) or n_visible < 1:
             raise ConfigError("n_visible", f"an integer >= 1 (got {n_visible!r})")

@@ -53,11 +53,11 @@ class ResNetEBM(EnergyModel):
 
     def __init__(
         self,
-        n_channels: int = 64,
-        n_blocks: int = 6,
-        dim: int = 784,
-        image_shape: list[int] = (28, 28),  # type: ignore[assignment]
-        base_eps: float = 0.01,
+        n_channels: int,
+        n_blocks: int,
+        dim: int,
+        image_shape: list[int],
+        base_eps: float,
     ):
         super().__init__()
         check(n_channels >= 1, "n_channels", f"must be >= 1 (got {n_channels})")

@@ -79,12 +79,12 @@ class RGCNEnergy(EnergyModel):
 
     def __init__(
         self,
-        max_nodes: int = 18,
-        hidden_dim: int = 32,
-        num_layers: int = 5,
-        aggregation: Literal["sum", "mean", "scaled_sum"] = "mean",
-        readout: Literal["sum", "mean"] = "sum",
-        edge_bias: bool = True,
+        max_nodes: int,
+        hidden_dim: int,
+        num_layers: int,
+        aggregation: Literal["sum", "mean", "scaled_sum"],
+        readout: Literal["sum", "mean"],
+        edge_bias: bool,
     ):
         super().__init__()
         check(max_nodes >= 2, "max_nodes", f"must be an integer >= 2 (got {max_nodes})")

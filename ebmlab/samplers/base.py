@@ -18,59 +18,20 @@ quantities become the next state's when it is accepted.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, replace
-
 import torch
 from torch import Tensor
 
+from ebmlab.core.state import ChainState, StepInfo
 
-@dataclass
-class ChainState:
-    """Per-chain state: ``x`` [chains, ...], ``log_prob`` [chains], ``grad`` like x or None."""
-
-    x: Tensor
-    log_prob: Tensor
-    grad: Tensor | None = None
-    extra: dict = field(default_factory=dict)
-
-    def replace(self, **kw) -> ChainState:
-        return replace(self, **kw)
-
-    def select(self, accept: Tensor, other: ChainState) -> ChainState:
-        """Take ``other``'s values where ``accept`` [chains] is True, else keep ours."""
-        a = accept.view(-1, *([1] * (self.x.dim() - 1)))
-        x = torch.where(a, other.x, self.x)
-        lp = torch.where(accept, other.log_prob, self.log_prob)
-        g = None
-        if self.grad is not None and other.grad is not None:
-            g = torch.where(a, other.grad, self.grad)
-        return ChainState(x=x, log_prob=lp, grad=g, extra=self.extra)
-
-
-@dataclass
-class StepInfo:
-    """What one step did, per chain where it makes sense.
-
-    accept_prob: MH acceptance probability [chains] (1 for always-accept moves).
-    accepted: whether the move was taken [chains] (bool).
-    jump: Hamming distance (or L1 for ordinal states) between old and new x [chains].
-    n_log_prob: batched log_prob evaluations this step cost (one per chain each).
-    n_grad: batched gradient evaluations this step cost.
-    """
-
-    accept_prob: Tensor
-    accepted: Tensor
-    jump: Tensor
-    n_log_prob: int
-    n_grad: int
-
-    def scalars(self) -> dict[str, float]:
-        return {
-            "accept_rate": float(self.accept_prob.float().mean()),
-            "jump": float(self.jump.float().mean()),
-            "n_log_prob": float(self.n_log_prob),
-            "n_grad": float(self.n_grad),
-        }
+__all__ = [
+    "ChainState",
+    "StepInfo",
+    "Sampler",
+    "value_and_grad",
+    "log_prob_only",
+    "bernoulli",
+    "mh_accept",
+]
 
 
 def value_and_grad(model, x: Tensor) -> tuple[Tensor, Tensor]:
@@ -101,6 +62,7 @@ class Sampler:
 
     needs_grad: bool = True
     exact: bool = True  # False for unadjusted samplers (DULA, ULA)
+    model_type: str | None = None  # import path of the one model class a kernel needs
 
     def init(self, model, x: Tensor) -> ChainState:
         x = x.detach()

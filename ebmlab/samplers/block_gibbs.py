@@ -19,6 +19,7 @@ from torch import Tensor
 
 from ebmlab.errors import ConfigError
 from ebmlab.samplers.base import ChainState, Sampler, StepInfo, bernoulli
+from ebmlab.samplers.spaces import BINARY
 
 REQUIRED = ("hidden_logits", "visible_logits", "log_prob_from_hidden_logits")
 
@@ -32,8 +33,10 @@ class BlockGibbs(Sampler):
 
     needs_grad = False
     exact = True
+    state_spaces = (BINARY,)
+    model_type = "ebmlab.models.rbm.BernoulliRBM"
 
-    def __init__(self, n_sweeps: int = 1):
+    def __init__(self, n_sweeps: int):
         if not isinstance(n_sweeps, int) or isinstance(n_sweeps, bool) or n_sweeps < 1:
             raise ConfigError("n_sweeps", f"an integer >= 1 (got {n_sweeps!r})")
         self.n_sweeps = n_sweeps

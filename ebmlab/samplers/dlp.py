@@ -1,13 +1,12 @@
 """Discrete Langevin Proposal samplers (DLP; Zhang, Liu & Liu, ICML 2022).
 
-The proposal factorises over coordinates (DLP Eq. 2):
+The proposal factorises over coordinates (DLP Eq. 2; :mod:`ebmlab.samplers.proposals`):
 
     q_i(y_i|x) = softmax_{y_i}( 1/2 grad_i f(x) (y_i - x_i) - (y_i - x_i)^2 / (2 alpha_i) ).
 
 Binary {0,1}: each coordinate flips independently with
 p_i = sigmoid(d~_i(x)/2 - 1/(2 alpha_i)), d~_i = grad_i f(x) (1 - 2 x_i).
-Ordinal {0..S-1} (DLP App. B): a categorical over the S values per coordinate,
-batched as logits [chains, D, S].
+Ordinal {0..S-1} (DLP App. B): a categorical over the S values per coordinate.
 
 DMALA applies the MH test of Alg. 1 with forward and reverse proposal
 probabilities; DULA accepts every proposal (unadjusted, biased: ``exact =
@@ -22,18 +21,12 @@ from __future__ import annotations
 
 import torch
 from torch import Tensor
-from torch.nn.functional import softplus
 
 from ebmlab.errors import ConfigError, check
-from ebmlab.samplers.base import (
-    ChainState,
-    Sampler,
-    StepInfo,
-    bernoulli,
-    mh_accept,
-    value_and_grad,
-)
-from ebmlab.samplers.gibbs import sample_categorical
+from ebmlab.samplers import proposals
+from ebmlab.samplers.base import ChainState, Sampler, StepInfo, mh_accept, value_and_grad
+from ebmlab.samplers.proposals import Langevin
+from ebmlab.samplers.spaces import BINARY, ORDINAL, state_space
 
 
 def _wide(t: Tensor) -> Tensor:
@@ -41,16 +34,12 @@ def _wide(t: Tensor) -> Tensor:
     return t if t.dtype == dt else t.to(dt)
 
 
-def _flip_log_prob(a: Tensor, flip: Tensor) -> Tensor:
-    """sum_i log Bernoulli(flip_i; sigmoid(a_i)) = sum_i flip_i a_i - softplus(a_i), stable."""
-    return (flip * a).sum(-1) - softplus(a).sum(-1)
-
-
 class _DLP(Sampler):
     needs_grad = True
     adjusted = True
+    state_spaces = (BINARY, ORDINAL)
 
-    def __init__(self, step_size: float = 0.2, precond: list[float] | None = None):
+    def __init__(self, step_size: float, precond: list[float] | None):
         check(
             isinstance(step_size, (int, float))
             and not isinstance(step_size, bool)
@@ -76,11 +65,10 @@ class _DLP(Sampler):
             self.precond = g
         self._alpha_cache: tuple | None = None
 
-    # -- proposal -----------------------------------------------------------------
-    def _alpha(self, D: int, device, dtype) -> Tensor | float:
-        """Step size: a float, or a per-coordinate tensor [D] alpha * g^2 with a preconditioner."""
+    def proposal(self, D: int, device, dtype) -> Langevin:
+        """Weight 1/2 and step alpha: a float, or alpha * g^2 [D] with a preconditioner."""
         if self.precond is None:
-            return self.step_size
+            return Langevin(0.5, step=self.step_size)
         if len(self.precond) != D:
             raise ConfigError(
                 "precond",
@@ -90,45 +78,16 @@ class _DLP(Sampler):
         if self._alpha_cache is None or self._alpha_cache[0] != key:
             g = torch.tensor(self.precond, device=device, dtype=dtype)
             self._alpha_cache = (key, self.step_size * g**2)
-        return self._alpha_cache[1]
-
-    @staticmethod
-    def _kind(model) -> tuple[str, int]:
-        kind = getattr(model, "state_kind", "binary")
-        if kind == "binary":
-            return kind, 2
-        if kind == "ordinal":
-            return kind, int(model.n_states)
-        raise ValueError(f"DLP supports binary and ordinal models, not state_kind={kind!r}")
-
-    def _binary_logits(self, sign: Tensor, grad: Tensor) -> Tensor:
-        """Flip logits d~/2 - 1/(2 alpha) [chains, D], sign = 1 - 2x (flattened, wide dtype)."""
-        alpha = self._alpha(sign.shape[1], sign.device, sign.dtype)
-        return (grad * sign).mul_(0.5).sub_(0.5 / alpha)
-
-    def _ordinal_logits(self, x: Tensor, grad: Tensor, S: int) -> Tensor:
-        """Log-probabilities [chains, D, S] of each coordinate's value (DLP App. B)."""
-        alpha = self._alpha(x.shape[1], x.device, x.dtype)
-        if isinstance(alpha, Tensor):
-            alpha = alpha[:, None]
-        vals = torch.arange(S, device=x.device, dtype=x.dtype)
-        delta = vals[None, None, :] - x[:, :, None]
-        logits = 0.5 * grad[:, :, None] * delta - delta**2 / (2 * alpha)
-        return torch.log_softmax(logits, dim=-1)
+        return Langevin(0.5, step=self._alpha_cache[1])
 
     def log_proposal(self, model, x: Tensor, grad: Tensor, y: Tensor) -> Tensor:
         """log q(y|x) [batch] given grad f at x (used by exact-kernel tests)."""
-        kind, n_states = self._kind(model)
+        space = state_space(model, self)
         x, grad, y = (_wide(t.reshape(t.shape[0], -1)) for t in (x, grad, y))
-        if kind == "binary":
-            a = self._binary_logits(1 - 2 * x, grad)
-            return _flip_log_prob(a, (x != y).to(x.dtype))
-        lq = self._ordinal_logits(x, grad, n_states)
-        return lq.gather(2, y.long()[:, :, None])[:, :, 0].sum(-1)
+        return proposals.log_q(space, x, grad, self.proposal(x.shape[1], x.device, x.dtype), y)
 
-    # -- step ---------------------------------------------------------------------
     def step(self, model, state: ChainState, generator: torch.Generator):
-        kind, S = self._kind(model)
+        space = state_space(model, self)
         extra = 0
         if state.grad is None:  # state built by a gradient-free sampler: fill the cache
             lp, g = value_and_grad(model, state.x)
@@ -137,18 +96,8 @@ class _DLP(Sampler):
         n = shape[0]
         x = _wide(state.x.reshape(n, -1))
         gx = _wide(state.grad.reshape(n, -1))
-        if kind == "binary":
-            sign = 1 - 2 * x
-            a = self._binary_logits(sign, gx)
-            flip = bernoulli(torch.sigmoid(a), generator)
-            y = x + flip * sign
-            fwd = _flip_log_prob(a, flip)
-            jump_all = flip.sum(-1)
-        else:
-            lq = self._ordinal_logits(x, gx, S)
-            y = sample_categorical(lq, generator).to(x.dtype)
-            fwd = lq.gather(2, y.long()[:, :, None])[:, :, 0].sum(-1)
-            jump_all = (y - x).abs().sum(-1)
+        p = self.proposal(x.shape[1], x.device, x.dtype)
+        y, fwd, jump_all = proposals.propose(space, x, gx, p, generator)
         y_state = y.to(state.x.dtype).reshape(shape)
         lp_y, g_y = value_and_grad(model, y_state)
         prop = ChainState(x=y_state, log_prob=lp_y, grad=g_y)
@@ -156,12 +105,7 @@ class _DLP(Sampler):
             ones = torch.ones(n, device=x.device)
             info = StepInfo(ones, ones.bool(), jump_all, n_log_prob=1 + extra, n_grad=1 + extra)
             return prop.replace(extra=state.extra), info
-        gy = _wide(g_y.reshape(n, -1))
-        if kind == "binary":
-            rev = _flip_log_prob(self._binary_logits(1 - 2 * y, gy), flip)
-        else:
-            lq_y = self._ordinal_logits(y, gy, S)
-            rev = lq_y.gather(2, x.long()[:, :, None])[:, :, 0].sum(-1)
+        rev = proposals.log_q(space, y, _wide(g_y.reshape(n, -1)), p, x)
         log_ratio = _wide(lp_y) - _wide(state.log_prob) + rev - fwd
         accepted, accept_prob = mh_accept(log_ratio, generator)
         new = state.select(accepted, prop)
@@ -185,9 +129,6 @@ class DMALA(_DLP):
     exact = True
     adjusted = True
 
-    def __init__(self, step_size: float = 0.2, precond: list[float] | None = None):
-        super().__init__(step_size, precond)
-
 
 class DULA(_DLP):
     """Discrete *unadjusted* Langevin (DLP Alg. 1 without MH): always accepts; biased.
@@ -197,6 +138,3 @@ class DULA(_DLP):
 
     exact = False
     adjusted = False
-
-    def __init__(self, step_size: float = 0.1, precond: list[float] | None = None):
-        super().__init__(step_size, precond)

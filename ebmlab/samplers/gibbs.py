@@ -15,33 +15,18 @@ import torch
 from torch import Tensor
 
 from ebmlab.samplers.base import ChainState, Sampler, StepInfo, log_prob_only
-
-
-def sample_categorical(logits: Tensor, generator: torch.Generator) -> Tensor:
-    """Index of a categorical draw along the last dim (Gumbel-max), explicit generator."""
-    u = torch.rand(logits.shape, generator=generator, device=logits.device, dtype=logits.dtype)
-    tiny = torch.finfo(logits.dtype).tiny
-    gumbel = -torch.log(-torch.log(u.clamp_min(tiny)))
-    return torch.argmax(logits + gumbel, dim=-1)
-
-
-def _kind(model) -> tuple[str, int]:
-    kind = getattr(model, "state_kind", "binary")
-    if kind == "binary":
-        return kind, 2
-    if kind == "ordinal":
-        return kind, int(model.n_states)
-    raise ValueError(f"Gibbs supports binary and ordinal models, not state_kind={kind!r}")
+from ebmlab.samplers.proposals import sample_categorical
+from ebmlab.samplers.spaces import BINARY, ORDINAL, StateSpace, state_space
 
 
 def _site_update(
-    model, state: ChainState, site: Tensor, generator: torch.Generator
+    model, space: StateSpace, state: ChainState, site: Tensor, generator: torch.Generator
 ) -> tuple[ChainState, int]:
     """Resample coordinate ``site`` [chains] (flat index) of every chain from its conditional.
 
     Returns the new state and the number of batched log_prob evaluations.
     """
-    kind, S = _kind(model)
+    kind, S = space
     shape = state.x.shape
     x = state.x.reshape(shape[0], -1)
     n = x.shape[0]
@@ -86,12 +71,15 @@ class RandomScanGibbs(Sampler):
     """
 
     needs_grad = False
+    exact = True
+    state_spaces = (BINARY, ORDINAL)
 
     def step(self, model, state: ChainState, generator: torch.Generator):
+        space = state_space(model, self)
         n = state.x.shape[0]
         D = state.x[0].numel()
         site = torch.randint(0, D, (n,), generator=generator, device=state.x.device)
-        new, n_lp = _site_update(model, state, site, generator)
+        new, n_lp = _site_update(model, space, state, site, generator)
         ones = torch.ones(n, device=state.x.device)
         info = StepInfo(
             accept_prob=ones,
@@ -112,15 +100,18 @@ class SweepGibbs(Sampler):
     """
 
     needs_grad = False
+    exact = True
+    state_spaces = (BINARY, ORDINAL)
 
     def step(self, model, state: ChainState, generator: torch.Generator):
+        space = state_space(model, self)
         n = state.x.shape[0]
         D = state.x[0].numel()
         x0 = state.x
         n_lp = 0
         for i in range(D):
             site = torch.full((n,), i, device=x0.device, dtype=torch.long)
-            state, c = _site_update(model, state, site, generator)
+            state, c = _site_update(model, space, state, site, generator)
             n_lp += c
         ones = torch.ones(n, device=x0.device)
         info = StepInfo(

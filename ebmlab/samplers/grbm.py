@@ -38,6 +38,7 @@ from torch import Tensor
 
 from ebmlab.errors import ConfigError
 from ebmlab.samplers.base import ChainState, Sampler, StepInfo, mh_accept
+from ebmlab.samplers.spaces import CONTINUOUS
 
 ANNEALS = ("cosine", "none")
 ENERGY_SCALES = ("none", "batch")
@@ -91,9 +92,12 @@ class _GRBMSampler(Sampler):
     Metropolis test during a warm-up by passing its number of CD steps)."""
 
     needs_grad = False
+    state_spaces = (CONTINUOUS,)
+    model_type = "ebmlab.models.grbm.GRBM"
     joint = True  # keeps h in state.extra
     adjust_step = 0
     anneal_steps = 1
+    energy_scale = "none"
 
     def init(
         self, model, x: Tensor, horizon: int | None = None, adjust_step: int | None = None
@@ -107,7 +111,7 @@ class _GRBMSampler(Sampler):
         return state
 
     def _temperature(self, v: Tensor) -> float:
-        return float(v.shape[0]) if getattr(self, "energy_scale", "none") == "batch" else 1.0
+        return float(v.shape[0]) if self.energy_scale == "batch" else 1.0
 
     def _alpha0(self, model) -> float:
         a = self.step_size
@@ -162,12 +166,12 @@ class GRBMLangevin(_GRBMSampler):
 
     def __init__(
         self,
-        step_size: float = 0.04,
-        adjust_step: int = 0,
-        anneal: str = "cosine",
-        anneal_steps: int = 100,
-        scale_by_var: bool = True,
-        energy_scale: str = "none",
+        step_size: float,
+        adjust_step: int,
+        anneal: str,
+        anneal_steps: int,
+        scale_by_var: bool,
+        energy_scale: str,
     ):
         _check_common(step_size, anneal, adjust_step, energy_scale)
         if not isinstance(anneal_steps, int) or anneal_steps < 1:
@@ -233,12 +237,12 @@ class GRBMGibbsLangevin(_GRBMSampler):
 
     def __init__(
         self,
-        step_size: float = 0.04,
-        n_inner: int = 10,
-        adjust_step: int = 0,
-        anneal: str = "cosine",
-        scale_by_var: bool = True,
-        energy_scale: str = "none",
+        step_size: float,
+        n_inner: int,
+        adjust_step: int,
+        anneal: str,
+        scale_by_var: bool,
+        energy_scale: str,
     ):
         _check_common(step_size, anneal, adjust_step, energy_scale)
         if not isinstance(n_inner, int) or isinstance(n_inner, bool) or n_inner < 1:

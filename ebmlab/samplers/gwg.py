@@ -18,6 +18,7 @@ from torch import Tensor
 
 from ebmlab.errors import check
 from ebmlab.samplers.base import ChainState, Sampler, StepInfo, mh_accept, value_and_grad
+from ebmlab.samplers.spaces import BINARY, state_space
 
 
 def _wide(t: Tensor) -> Tensor:
@@ -29,8 +30,10 @@ class GWG(Sampler):
     """Gibbs-with-Gradients, ``n_flips`` = k indices per step (GWG-k). Binary state only."""
 
     needs_grad = True
+    exact = True
+    state_spaces = (BINARY,)
 
-    def __init__(self, n_flips: int = 1):
+    def __init__(self, n_flips: int):
         check(
             isinstance(n_flips, int) and not isinstance(n_flips, bool) and n_flips >= 1,
             "n_flips",
@@ -55,7 +58,7 @@ class GWG(Sampler):
         return torch.where(one, lq, torch.full_like(lq, -torch.inf))
 
     def step(self, model, state: ChainState, generator: torch.Generator):
-        _check_binary(model)
+        state_space(model, self)
         extra = 0
         if state.grad is None:  # state built by a gradient-free sampler: fill the cache
             lp, g = value_and_grad(model, state.x)
@@ -94,9 +97,3 @@ def _draw_indices(logq: Tensor, k: int, generator: torch.Generator) -> Tensor:
     u = torch.rand(logq.shape[0], k, generator=generator, device=logq.device, dtype=cdf.dtype)
     idx = torch.searchsorted(cdf, u * cdf[:, -1:], right=True)
     return idx.clamp_(max=logq.shape[-1] - 1)
-
-
-def _check_binary(model) -> None:
-    kind = getattr(model, "state_kind", "binary")
-    if kind != "binary":
-        raise ValueError(f"GWG needs a binary model (state_kind='binary'), got {kind!r}")

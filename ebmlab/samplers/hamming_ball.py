@@ -25,8 +25,9 @@ from torch import Tensor
 
 from ebmlab.errors import check
 from ebmlab.samplers.base import ChainState, Sampler, StepInfo
-from ebmlab.samplers.locally_balanced import _sample_index, batched_log_prob, check_chunk_size
-from ebmlab.samplers.rwm import state_space
+from ebmlab.samplers.locally_balanced import batched_log_prob, check_chunk_size
+from ebmlab.samplers.proposals import sample_categorical
+from ebmlab.samplers.spaces import BINARY, ORDINAL, state_space
 
 MAX_BALL = 1 << 16  # refuse balls larger than this (memory: chains * |H| * d)
 
@@ -59,8 +60,10 @@ class HammingBall(Sampler):
     """
 
     needs_grad = False
+    exact = True
+    state_spaces = (BINARY, ORDINAL)
 
-    def __init__(self, block_size: int = 10, radius: int = 1, chunk_size: int | None = None):
+    def __init__(self, block_size: int, radius: int, chunk_size: int | None):
         for name, v in (("block_size", block_size), ("radius", radius)):
             check(
                 isinstance(v, int) and not isinstance(v, bool) and v >= 1,
@@ -93,10 +96,10 @@ class HammingBall(Sampler):
 
     def n_ball(self, model) -> int:
         """Batched log_prob evaluations per step, |H|."""
-        return ball_size(self.block_size, self.radius, state_space(model)[1])
+        return ball_size(self.block_size, self.radius, state_space(model, self)[1])
 
     def step(self, model, state: ChainState, generator: torch.Generator):
-        kind, S = state_space(model)
+        kind, S = state_space(model, self)
         shape = state.x.shape
         n = shape[0]
         x = state.x.reshape(n, -1)
@@ -119,7 +122,7 @@ class HammingBall(Sampler):
         Y.scatter_(2, block[:, None, :].expand(n, H, k), cand)
         lp = batched_log_prob(model, Y.reshape(n * H, *shape[1:]), self.chunk_size).reshape(n, H)
         wide = torch.promote_types(lp.dtype, torch.float32)
-        choice = _sample_index(lp.to(wide), generator)
+        choice = sample_categorical(lp.to(wide), generator)
         x_new = Y[rows, choice]
         new = ChainState(x=x_new.reshape(shape), log_prob=lp[rows, choice], extra=state.extra)
         ones = torch.ones(n, device=dev)

@@ -29,7 +29,8 @@ from torch.nn import functional as F
 
 from ebmlab.errors import check
 from ebmlab.samplers.base import ChainState, Sampler, StepInfo, log_prob_only, mh_accept
-from ebmlab.samplers.rwm import state_space
+from ebmlab.samplers.proposals import sample_categorical
+from ebmlab.samplers.spaces import BINARY, ORDINAL, state_space
 
 NEIGHBOURHOODS = ("hamming", "pm1")
 BALANCES = ("sqrt", "barker")
@@ -51,13 +52,6 @@ def check_chunk_size(chunk_size) -> None:
     )
 
 
-def _sample_index(logits: Tensor, generator: torch.Generator) -> Tensor:
-    """Categorical draw along the last dim by Gumbel-max (explicit generator)."""
-    u = torch.rand(logits.shape, generator=generator, device=logits.device, dtype=logits.dtype)
-    tiny = torch.finfo(logits.dtype).tiny
-    return torch.argmax(logits - torch.log(-torch.log(u.clamp_min(tiny))), dim=-1)
-
-
 class LocallyBalanced(Sampler):
     """LB-1: exact locally balanced proposal over all 1-neighbours, MH corrected.
 
@@ -66,10 +60,10 @@ class LocallyBalanced(Sampler):
     """
 
     needs_grad = False
+    exact = True
+    state_spaces = (BINARY, ORDINAL)
 
-    def __init__(
-        self, neighbourhood: str = "hamming", balance: str = "sqrt", chunk_size: int | None = None
-    ):
+    def __init__(self, neighbourhood: str, balance: str, chunk_size: int | None):
         check(
             neighbourhood in NEIGHBOURHOODS,
             "neighbourhood",
@@ -133,7 +127,7 @@ class LocallyBalanced(Sampler):
         return torch.log_softmax(logw, dim=-1)
 
     def n_neighbours(self, model) -> int:
-        kind, S = state_space(model)
+        kind, S = state_space(model, self)
         D = int(model.dim)
         return (
             D if kind == "binary" else (D * (S - 1) if self.neighbourhood == "hamming" else 2 * D)
@@ -141,7 +135,7 @@ class LocallyBalanced(Sampler):
 
     # ------------------------------------------------------------ interface
     def init(self, model, x: Tensor) -> ChainState:
-        kind, S = state_space(model)
+        kind, S = state_space(model, self)
         x = x.detach()
         shape = x.shape
         lp = log_prob_only(model, x)
@@ -155,7 +149,7 @@ class LocallyBalanced(Sampler):
 
     def log_proposal(self, model, x: Tensor, grad: Tensor | None, y: Tensor) -> Tensor:
         """log q(y|x) [batch] (for exact kernel tests; ``grad`` is unused)."""
-        kind, S = state_space(model)
+        kind, S = state_space(model, self)
         xf, yf = x.reshape(x.shape[0], -1), y.reshape(y.shape[0], -1)
         Y, nbr, valid = self._nbr_log_probs(model, xf, x.shape, kind, S)
         logq = self._log_q(log_prob_only(model, x), nbr, valid)
@@ -164,7 +158,7 @@ class LocallyBalanced(Sampler):
         return torch.logsumexp(out, dim=-1)
 
     def step(self, model, state: ChainState, generator: torch.Generator):
-        kind, S = state_space(model)
+        kind, S = state_space(model, self)
         shape = state.x.shape
         n = shape[0]
         x = state.x.reshape(n, -1)
@@ -179,7 +173,7 @@ class LocallyBalanced(Sampler):
             nbr_x = nbr_x.reshape(valid_x.shape)
             n_lp += valid_x.shape[1]
         logq_x = self._log_q(state.log_prob, nbr_x, valid_x)
-        m = _sample_index(logq_x, generator)
+        m = sample_categorical(logq_x, generator)
         y = Yx[rows, m]
         lp_y = nbr_x[rows, m]
         rev = self._moves(kind, S, x.shape[1], x.device)[2]

@@ -27,16 +27,7 @@ from torch import Tensor
 
 from ebmlab.errors import check
 from ebmlab.samplers.base import ChainState, Sampler, StepInfo, log_prob_only, mh_accept
-
-
-def state_space(model) -> tuple[str, int]:
-    """("binary", 2) or ("ordinal", S) from the model's ``state_kind``/``n_states``."""
-    kind = getattr(model, "state_kind", "binary")
-    if kind == "binary":
-        return kind, 2
-    if kind == "ordinal":
-        return kind, int(model.n_states)
-    raise ValueError(f"needs a binary or ordinal model, got state_kind={kind!r}")
+from ebmlab.samplers.spaces import BINARY, ORDINAL, state_space
 
 
 class RWM(Sampler):
@@ -50,14 +41,10 @@ class RWM(Sampler):
     """
 
     needs_grad = False
+    exact = True  # once the radius is frozen (after adapt_steps)
+    state_spaces = (BINARY, ORDINAL)
 
-    def __init__(
-        self,
-        radius: float = 1.0,
-        adapt_steps: int = 0,
-        target_accept: float = 0.234,
-        adapt_rate: float = 1.0,
-    ):
+    def __init__(self, radius: float, adapt_steps: int, target_accept: float, adapt_rate: float):
         check(
             isinstance(radius, (int, float)) and math.isfinite(radius) and radius > 0,
             "radius",
@@ -121,7 +108,7 @@ class RWM(Sampler):
         Rows need not sum to one on the domain (ordinal: mass leaving the box is a
         rejection, which the kernel builder puts on the diagonal).
         """
-        kind, S = state_space(model)
+        kind, S = state_space(model, self)
         xf = x.reshape(x.shape[0], -1).double()
         yf = y.reshape(y.shape[0], -1).double()
         D = xf.shape[1]
@@ -149,7 +136,7 @@ class RWM(Sampler):
         return torch.log(p).sum(-1)
 
     def step(self, model, state: ChainState, generator: torch.Generator):
-        kind, S = state_space(model)
+        kind, S = state_space(model, self)
         shape = state.x.shape
         x = state.x.reshape(shape[0], -1)
         y, inside = self.propose(x, kind, S, generator)

@@ -1,279 +1,198 @@
 """Deep-EBM learning on binary images (DLP Table 1; ACS Table 2).
 
-A ResNet energy (``model=resnet_ebm``, base term Bernoulli(train mean)) is trained by PCD with
-a replay buffer, warm-up and EMA weights (``learner=pcd_buffer``) with any sampler (GWG, DULA,
-DMALA, or ACS with its PCD schedule). Every ``valid_every`` iterations the EMA model's
-validation log-likelihood is estimated by AIS (``valid_ais_temps`` temperatures) and the best
-one is kept as ``checkpoints/best.pt``. At the end the chosen weights (``final_model``: the
-best checkpoint's EMA weights by default, as the reference evaluation) get the protocol's AIS:
-``ais_temps`` linear temperatures (300,000), ``ais_chains`` chains (500), one GWG transition
-per temperature on the intermediate density; test LL = mean log p~(test) - log Z.
-
-Divergence (non-finite or exploding loss/parameters) stops training with a message naming the
-step; the last good and best checkpoints stay. With ``on_divergence=evaluate_best`` the run
-then evaluates the best checkpoint (the papers' practice), with ``stop`` it ends with the error.
+A ResNet energy (base Bernoulli(train mean)) is trained by replay-buffer PCD with warm-up and
+EMA (``learner=pcd_buffer``; ACS's PCD schedule, Algorithm 6, with ``sampler=acs``), one loop
+step per iteration. Every ``valid_every`` iterations the validation LL of the evaluated weights
+(EMA by default) is estimated by AIS; the best is kept as ``checkpoints/best.pt`` (``model``,
+``learner`` with ``learner["ema"]``, ``step``, ``valid_ll``). At the end the ``final_model``
+weights get the protocol's AIS (``ais_temps`` linear temperatures, ``ais_chains`` chains, one
+``ais_sampler`` step each): test LL = mean log p~(test) - log Z. On divergence with
+``on_divergence=evaluate_best`` best.pt is evaluated and ``diverged_at`` recorded.
+``best_valid_ll`` is left out of the results when no validation ran.
 """
 
 from __future__ import annotations
 
-import math
 import sys
 import time
+from dataclasses import dataclass
 
 import torch
+from torch import Tensor
 
-from ebmlab.data.binary_images import binarize_batch
-from ebmlab.errors import ConfigError, DivergenceError, check
-from ebmlab.learning.pcd_buffer import deep_ebm_ais
+from ebmlab.core.loop import Cadence, LoopTask
+from ebmlab.data.binary_images import BinaryImages, binarize_batch
+from ebmlab.errors import check
+from ebmlab.learning.pcd_buffer import PCDBuffer
 from ebmlab.metrics.ais import linear_betas
-
-AIS_SAMPLERS = ("gwg", "dmala")
-
-
-def make_ais_sampler(name: str, step_size: float = 0.15):
-    if name == "gwg":
-        from ebmlab.samplers.gwg import GWG
-
-        return GWG(n_flips=1)
-    from ebmlab.samplers.dlp import DMALA
-
-    return DMALA(step_size=step_size)
+from ebmlab.metrics.tempered_ais import mean_log_prob, tempered_ais_log_z
+from ebmlab.models.resnet_ebm import ResNetEBM, TemperedEBM
+from ebmlab.report.figures.pcd_learning import pcd_figures
+from ebmlab.samplers.dlp import DMALA
+from ebmlab.samplers.gwg import GWG
 
 
-@torch.no_grad()
-def mean_log_prob(model, x: torch.Tensor, chunk: int = 1000) -> float:
-    return float(
-        torch.cat([model.log_prob(x[i : i + chunk]).double() for i in range(0, len(x), chunk)])
-        .mean()
-        .item()
-    )
-
-
-def _spread_subset(x: torch.Tensor, n: int) -> torch.Tensor:
-    """``n`` evenly spaced rows of ``x`` (all of it for n = 0): files can be ordered, so the
-    first n rows need not be representative."""
+def spread_subset(x: Tensor, n: int) -> Tensor:
+    """``n`` evenly spaced rows of ``x`` (all for n = 0): files can be ordered."""
     if n == 0 or n >= len(x):
         return x
     return x[torch.linspace(0, len(x) - 1, n, device=x.device).round().long()]
 
 
-class EBMLearning:
+@dataclass
+class Parts:
+    model: ResNetEBM
+    learner: PCDBuffer
+    valid_x: Tensor | None
+    test_x: Tensor
+    best: dict  # {"valid_ll", "step"} of checkpoints/best.pt; step 0: none yet
+    loss: Tensor | float = 0.0  # the last iteration's PCD loss
+
+
+class EBMLearning(LoopTask):
     main_metric = "test_ll"
+    progress_desc = "EBM learning"
 
     def __init__(
         self,
-        n_iters: int = 50000,
-        log_every: int = 100,
-        checkpoint_every: int = 1000,
-        valid_every: int = 5000,
-        valid_ais_temps: int = 10000,
-        valid_ais_chains: int = 100,
-        valid_n: int = 0,
-        ais_temps: int = 300000,
-        ais_chains: int = 500,
-        ais_sampler: str = "gwg",
-        test_n: int = 0,
-        final_model: str = "best",
-        use_ema: bool = True,
-        on_divergence: str = "evaluate_best",
-        n_show: int = 100,
+        n_iters: int,
+        log_every: int,
+        checkpoint_every: int,
+        valid_every: int,
+        valid_ais_temps: int,
+        valid_ais_chains: int,
+        valid_n: int,
+        ais_temps: int,
+        ais_chains: int,
+        ais_sampler: str,
+        ais_step_size: float,
+        test_n: int,
+        eval_chunk: int,
+        final_model: str,
+        use_ema: bool,
+        on_divergence: str,
+        n_show: int,
     ):
-        check(n_iters >= 1, "n_iters", f"must be >= 1 (got {n_iters})")
-        check(log_every >= 1, "log_every", f"must be >= 1 (got {log_every})")
-        check(checkpoint_every >= 1, "checkpoint_every", f"must be >= 1 (got {checkpoint_every})")
-        check(valid_every >= 0, "valid_every", f"must be >= 0 (0 = never) (got {valid_every})")
-        check(valid_ais_temps >= 2, "valid_ais_temps", f"must be >= 2 (got {valid_ais_temps})")
-        check(valid_ais_chains >= 1, "valid_ais_chains", f"must be >= 1 (got {valid_ais_chains})")
-        check(valid_n >= 0, "valid_n", f"must be >= 0 (0 = the whole split) (got {valid_n})")
-        check(ais_temps >= 2, "ais_temps", f"must be >= 2 (got {ais_temps})")
-        check(ais_chains >= 1, "ais_chains", f"must be >= 1 (got {ais_chains})")
-        check(
-            ais_sampler in AIS_SAMPLERS,
-            "ais_sampler",
-            f"one of {list(AIS_SAMPLERS)} (got {ais_sampler!r})",
-        )
-        check(test_n >= 0, "test_n", f"must be >= 0 (0 = the whole split) (got {test_n})")
-        check(
-            final_model in ("best", "last"),
-            "final_model",
-            f"best or last (got {final_model!r})",
-        )
-        check(
-            on_divergence in ("evaluate_best", "stop"),
-            "on_divergence",
-            f"evaluate_best or stop (got {on_divergence!r})",
-        )
-        check(n_show >= 0, "n_show", f"must be >= 0 (got {n_show})")
-        self.n_iters, self.log_every, self.checkpoint_every = n_iters, log_every, checkpoint_every
-        self.valid_every, self.valid_ais_temps = valid_every, valid_ais_temps
-        self.valid_ais_chains, self.valid_n = valid_ais_chains, valid_n
-        self.ais_temps, self.ais_chains, self.ais_sampler = ais_temps, ais_chains, ais_sampler
-        self.test_n, self.final_model, self.use_ema = test_n, final_model, use_ema
-        self.on_divergence, self.n_show = on_divergence, n_show
+        args = locals()
+        for keys, lo in (
+            ("n_iters log_every checkpoint_every eval_chunk valid_ais_chains ais_chains", 1),
+            ("valid_ais_temps ais_temps", 2),
+            ("valid_every valid_n test_n n_show", 0),
+        ):
+            for k in keys.split():
+                check(args[k] >= lo, k, f"must be >= {lo} (got {args[k]})")
+        check(valid_every % log_every == 0, "valid_every", "must be a multiple of log_every")
+        check(ais_sampler in ("gwg", "dmala"), "ais_sampler", f"gwg or dmala (got {ais_sampler!r})")
+        check(ais_step_size > 0, "ais_step_size", f"must be > 0 (got {ais_step_size})")
+        check(final_model in ("best", "last"), "final_model", f"best or last ({final_model!r})")
+        check(on_divergence in ("evaluate_best", "stop"), "on_divergence", "evaluate_best or stop")
+        self.cad = Cadence(n_iters, log_every, checkpoint_every)
+        self.valid_every, self.valid_n, self.test_n = valid_every, valid_n, test_n
+        self.valid_ais = (valid_ais_temps, valid_ais_chains)
+        self.test_ais = (ais_temps, ais_chains)
+        self.ais_sampler, self.ais_step_size = ais_sampler, ais_step_size
+        self.eval_chunk, self.final_model, self.use_ema = eval_chunk, final_model, use_ema
+        self.divergence_policy, self.n_show = on_divergence, n_show
 
-    # -- setup ----------------------------------------------------------------------------
-    def setup(self, ctx) -> None:
+    def memory_estimate(self, cfg) -> dict[str, int]:
+        d, c = int(cfg.dataset.get("dim", 0)), int(cfg.model.get("n_channels", 0))
+        chains = max(self.valid_ais[1], self.test_ais[1], 2 * int(cfg.learner.get("batch_size", 0)))
+        return {"buffer": int(cfg.learner.get("buffer_size", 0)) * d * 4, "net": chains * c * d * 8}
+
+    def build(self, ctx) -> Parts:
         for group in ("dataset", "model", "sampler", "learner"):
-            if not ctx.has(group):
-                raise ConfigError(group, f"ebm_learning needs a {group}")
-        self.data = ctx.build("dataset")
-        if not hasattr(self.data, "split"):
-            raise ConfigError("dataset", "ebm_learning needs a binary image dataset")
-        splits = ["train", "test"] + (["valid"] if self.valid_every else [])
-        self.data.check_files(splits)
-        self.model = ctx.build("model").to(ctx.device)
-        if not hasattr(self.model, "sample_base"):
-            raise ConfigError("model", "ebm_learning needs model=resnet_ebm")
-        if self.model.dim != self.data.dim:
-            raise ConfigError(
-                "model.dim", f"must equal the dataset dimension {self.data.dim} ({self.model.dim})"
-            )
-        self.sampler = ctx.build("sampler")
-        self.learner = ctx.build("learner")
-        if not hasattr(self.learner, "ema_model"):
-            raise ConfigError("learner", "ebm_learning needs learner=pcd_buffer")
-
-    # -- evaluation -----------------------------------------------------------------------
-    def _ll(self, model, x, n_temps: int, n_chains: int, g, progress: bool) -> dict:
-        sampler = make_ais_sampler(self.ais_sampler)
-        res = deep_ebm_ais(model, sampler, linear_betas(n_temps), n_chains, g, progress)
-        mean_lp = mean_log_prob(model, x)
-        return {"ll": mean_lp - res.log_z, "log_z": res.log_z, "log_z_stderr": res.log_z_stderr}
-
-    # -- run ------------------------------------------------------------------------------
-    def run(self, ctx) -> dict:
-        from ebmlab.utils.plotting import curves, image_grid
-
-        g, dev = ctx.generator, ctx.device
-        train = self.data.split("train")
+            check(ctx.has(group), group, f"ebm_learning needs a {group}")
+        data = ctx.build("dataset")
+        check(isinstance(data, BinaryImages), "dataset", "needs a binary image dataset")
+        data.check_files(["train", "test"] + (["valid"] if self.valid_every else []))
+        model = ctx.build("model").to(ctx.device)
+        check(isinstance(model, ResNetEBM), "model", "ebm_learning needs model=resnet_ebm")
+        check(model.dim == data.dim, "model.dim", f"must equal the dataset's {data.dim}")
+        sampler, learner = ctx.build("sampler"), ctx.build("learner")
+        check(isinstance(learner, PCDBuffer), "learner", "ebm_learning needs learner=pcd_buffer")
+        dev, gen, train = ctx.device, ctx.generator, data.split("train")
         x_train = train.x.to(dev)
-        test_x = self.data.split("test").binarized().to(dev)
-        test_x = _spread_subset(test_x, self.test_n)
+        test_x = spread_subset(data.split("test").binarized().to(dev), self.test_n)
         valid_x = None
         if self.valid_every:
-            valid_x = self.data.split("valid").binarized().to(dev)
-            valid_x = _spread_subset(valid_x, self.valid_n)
-        model, learner = self.model, self.learner
+            valid_x = spread_subset(data.split("valid").binarized().to(dev), self.valid_n)
         model.set_base_mean(x_train.mean(0))  # dynamic data: grayscale mean = binary mean
-        learner.setup(model, self.sampler, g)
-        n_params = sum(p.numel() for p in model.parameters())
-        ctx.start_clock()
-        start = 0
-        hist = {"step": [], "loss": [], "valid_step": [], "valid_ll": []}
-        best = {"valid_ll": -math.inf, "step": 0}
-        totals = {"accept": 0.0, "n_acc": 0, "n_log_prob": 0.0}
-        ck = ctx.resume(model=model, learner=learner)
-        if ck is not None:
-            start, hist, best, totals = ck["_run"]["step"], ck["history"], ck["best"], ck["totals"]
-        last_saved = start
+        mode = train.binarize  # each drawn batch is binarised (dynamic: fresh Bernoulli draws)
+        learner.setup(model, x_train, gen, sampler, lambda b, g: binarize_batch(b, mode, g))
+        return Parts(model, learner, valid_x, test_x, {"valid_ll": 0.0, "step": 0})
 
-        def save(step: int, name: str = "last") -> None:
-            state = {"model": model.state_dict(), "learner": learner.state_dict()}
-            state.update(history=hist, best=best, totals=totals)
-            ctx.save_checkpoint(state, step=step, name=name)
+    def cadence(self, parts: Parts) -> Cadence:
+        return self.cad
 
-        diverged = 0
-        bar = ctx.progress(self.n_iters, initial=start, desc="EBM learning")
-        for it in range(start, self.n_iters):
-            idx = torch.randint(0, x_train.shape[0], (learner.batch_size,), generator=g, device=dev)
-            batch = binarize_batch(x_train[idx], train.binarize, g)
-            try:
-                info = learner.step(model, batch, g)
-            except DivergenceError as e:
-                diverged = e.step
-                print(
-                    f"ebmlab: {e}; training stopped. Last good checkpoint: step {last_saved} "
-                    f"(checkpoints/last.pt); best: step {best['step']} (checkpoints/best.pt)",
-                    file=sys.stderr,
-                )
-                ctx.log({"diverged_at": float(e.step)}, step=e.step)
-                if self.on_divergence == "stop" or best["step"] == 0:
-                    raise
-                break
-            step = it + 1
-            if math.isfinite(info["accept_rate"]):
-                totals["accept"] += info["accept_rate"]
-                totals["n_acc"] += 1
-            totals["n_log_prob"] += info["n_log_prob"]
-            if step % self.log_every == 0 or step == self.n_iters:
-                row = {k: float(v) for k, v in info.items()}
-                row["seconds"] = ctx.elapsed()
-                ctx.log(row, step=step)
-                hist["step"].append(step)
-                hist["loss"].append(row["loss"])
-                bar.set_postfix(loss=f"{row['loss']:.3g}", acc=f"{row['accept_rate']:.2f}")
-            if self.valid_every and (step % self.valid_every == 0 or step == self.n_iters):
-                ev = learner.ema_model if self.use_ema else model
-                v = self._ll(ev, valid_x, self.valid_ais_temps, self.valid_ais_chains, g, False)
-                hist["valid_step"].append(step)
-                hist["valid_ll"].append(v["ll"])
-                ctx.log({"valid_ll": v["ll"], "valid_log_z": v["log_z"]}, step=step)
-                if v["ll"] > best["valid_ll"]:
-                    best = {"valid_ll": v["ll"], "step": step}
-                    save(step, "best")
-            if step % self.checkpoint_every == 0 or step == self.n_iters:
-                save(step)
-                last_saved = step
-            bar.update(1)
-            ctx.maybe_fault(step)
-        bar.close()
-        train_seconds = ctx.elapsed()
-        n_done = diverged - 1 if diverged else self.n_iters
+    def step(self, p: Parts, step: int, ctx) -> dict:
+        info = p.learner.step(p.model, ctx.generator)
+        p.loss = info["loss"]
+        return info
 
-        # final weights: best checkpoint (if any validation ran) or the current ones
-        which = "last"
-        if (self.final_model == "best" or diverged) and best["step"] > 0:
-            ckb = ctx.workspace.load("best")
-            model.load_state_dict(ckb["model"])
-            learner.ema_model.load_state_dict(ckb["learner"]["ema"])
-            which = "best"
-        ev = learner.ema_model if self.use_ema else model
-        t0 = time.perf_counter()
-        res = self._ll(ev, test_x, self.ais_temps, self.ais_chains, g, bool(ctx.cfg.progress))
-        ais_seconds = time.perf_counter() - t0
-        ctx.log({"test_ll": res["ll"], "log_z": res["log_z"]}, step=max(n_done, 1))
+    def _ll(self, p: Parts, x: Tensor, ais: tuple[int, int], ctx, progress: bool) -> dict:
+        """AIS log Z of the evaluated weights and the mean log-likelihood of ``x``."""
+        model = p.learner.ema_model if self.use_ema else p.model
+        sampler = GWG(n_flips=1) if self.ais_sampler == "gwg" else DMALA(self.ais_step_size, None)
+        betas, g = linear_betas(ais[0]), ctx.generator
+        res = tempered_ais_log_z(TemperedEBM(model), sampler, betas, ais[1], g, progress)
+        ll = mean_log_prob(model, x, self.eval_chunk) - res.log_z
+        return {"ll": ll, "log_z": res.log_z, "log_z_stderr": res.log_z_stderr}
 
-        name = ctx.choices.get("sampler", "")
-        title = f"{self.data.name}, {name} ({ctx.scale})"
-        ctx.save_figure(
-            curves({"PCD loss": (hist["step"], hist["loss"])}, "iteration", "loss", title=title),
-            "loss",
-            step=n_done,
-        )
-        if hist["valid_step"]:
-            ctx.save_figure(
-                curves(
-                    {"valid LL (AIS)": (hist["valid_step"], hist["valid_ll"])},
-                    "iteration",
-                    "nats",
-                    title=title,
-                ),
-                "valid_ll",
-                step=n_done,
-            )
-        if self.n_show:
-            show = learner.buffer[: self.n_show].reshape(-1, *model.image_shape)
-            ctx.save_figure(
-                image_grid(show.float().cpu().numpy(), title=f"{title}: replay buffer"),
-                "buffer",
-                step=n_done,
-            )
-        return {
-            "test_ll": res["ll"],
-            "log_z": res["log_z"],
-            "log_z_stderr": res["log_z_stderr"],
-            "best_valid_ll": best["valid_ll"] if best["step"] else float("nan"),
-            "best_step": best["step"],
-            "final_model": which,
-            "ema": self.use_ema,
-            "diverged_at": diverged,
-            "n_iters": n_done,
-            "accept_rate": totals["accept"] / max(totals["n_acc"], 1),
-            "evals_per_iter": totals["n_log_prob"] / max(n_done, 1),
-            "seconds": train_seconds,
-            "time_per_iter": train_seconds / max(n_done, 1),
-            "ais_seconds": ais_seconds,
-            "ais_temps": self.ais_temps,
-            "ais_chains": self.ais_chains,
-            "n_params": n_params,
-        }
+    def evaluate(self, p: Parts, step: int, ctx) -> dict:
+        out = {"last_loss": float(p.loss)}
+        if self.valid_every and (step % self.valid_every == 0 or step == self.cad.n_steps):
+            v = self._ll(p, p.valid_x, self.valid_ais, ctx, False)
+            out.update(valid_ll=v["ll"], valid_log_z=v["log_z"])
+            if p.best["step"] == 0 or v["ll"] > p.best["valid_ll"]:
+                p.best = {"valid_ll": v["ll"], "step": step}
+                ctx.workspace.save({**self.state_dict(p), **p.best}, "best")
+        return out
+
+    def state_dict(self, p: Parts) -> dict:
+        return {"model": p.model.state_dict(), "learner": p.learner.state_dict(), "best": p.best}
+
+    def load_state_dict(self, p: Parts, d: dict) -> None:
+        p.model.load_state_dict(d["model"])
+        p.learner.load_state_dict(d["learner"])
+        p.best = dict(d["best"])
+
+    def on_divergence(self, p: Parts, error, history, ctx) -> dict:
+        if self.divergence_policy == "stop" or p.best["step"] == 0:
+            raise error
+        kept = f"last good: step {ctx.last_good_step}, best: step {p.best['step']}"
+        print(f"ebmlab: {error}; training stopped ({kept}); evaluating best.pt", file=sys.stderr)
+        ctx.log({"diverged_at": float(error.step)}, step=error.step)
+        return self._test(p, history, ctx, error.step)
+
+    def finish(self, p: Parts, history, ctx) -> dict:
+        return self._test(p, history, ctx, 0)
+
+    def _test(self, p: Parts, history, ctx, diverged: int) -> dict:
+        """Final AIS on the test split (cached in checkpoints/test_ais.pt), figures, results."""
+        seconds, n = ctx.elapsed(), (diverged - 1 if diverged else self.cad.n_steps)
+        which = "best" if (self.final_model == "best" or diverged) and p.best["step"] else "last"
+        if which == "best":
+            best = ctx.workspace.load("best")
+            p.model.load_state_dict(best["model"])
+            p.learner.ema_model.load_state_dict(best["learner"]["ema"])
+        res = ctx.workspace.load("test_ais")
+        if res is None:
+            t0 = time.perf_counter()
+            res = self._ll(p, p.test_x, self.test_ais, ctx, bool(ctx.cfg.progress))
+            res["ais_seconds"] = time.perf_counter() - t0
+            ctx.workspace.save(res, "test_ais")
+        ctx.log({"test_ll": res["ll"], "log_z": res["log_z"]}, step=max(n, 1))
+        title = f"{ctx.cfg.dataset.name}, {ctx.choices.get('sampler', '')} ({ctx.scale})"
+        buf, shape = p.learner.buffer, p.model.image_shape
+        for name, fig in pcd_figures(history, buf, shape, self.n_show, title, "loss").items():
+            ctx.save_figure(fig, name, step=n)
+        out = {"test_ll": res["ll"], "log_z": res["log_z"], "log_z_stderr": res["log_z_stderr"]}
+        if p.best["step"]:
+            out["best_valid_ll"] = p.best["valid_ll"]
+        out.update(best_step=p.best["step"], final_model=which, ema=self.use_ema)
+        acc, evals = ctx.totals.mean("accept_rate"), ctx.totals.total("n_log_prob") / max(n, 1)
+        out.update(diverged_at=diverged, n_iters=n, accept_rate=acc, evals_per_iter=evals)
+        out.update(seconds=seconds, time_per_iter=seconds / max(n, 1))
+        ais_temps, ais_chains = self.test_ais
+        out.update(ais_seconds=res["ais_seconds"], ais_temps=ais_temps, ais_chains=ais_chains)
+        return {**out, "n_params": sum(q.numel() for q in p.model.parameters())}

@@ -2,8 +2,9 @@
 
 One run = one sampler on :class:`ebmlab.models.multimodal_grid.MultimodalGrid` (25 modes on
 an ordinal grid). All ``n_chains`` chains start from one shared uniformly random grid point
-(as the reference code does; ``init=random`` gives each chain its own) and every visited
-state after ``burn_in`` is counted in a 2-D histogram. Reported:
+(as the reference code does; ``init=random`` gives each chain its own); one loop step is one
+sampler step, and every state visited after ``burn_in`` steps is counted in a 2-D histogram.
+Reported (and logged every ``log_every`` steps):
 
 * ``modes_visited``: modes with at least one sample within ``mode_radius`` of their centre;
 * ``mode_tv``: total variation between the samples' and the target's mass per mode cell
@@ -13,223 +14,158 @@ state after ``burn_in`` is counted in a 2-D histogram. Reported:
 * acceptance rate and mean L1 jump.
 
 Each run saves ``visits.pt`` (histogram) and ``ground_truth.pt`` (exact probabilities) and a
-heat map; ``python -m ebmlab.tasks.multimodal_2d figure SWEEP_DIR... --out FIG.png`` puts the
-ground truth and every sampler side by side (ACS Fig. 1). A sampler with an enabled ``tune``
-(ACS with tune: true) is tuned first; the paper's toy uses fixed schedules (tune: false).
+heat map; ``python -m ebmlab.report table acs/fig1_toy`` puts the ground truth and every
+sampler side by side (ACS Fig. 1). ACS with ``tune: true`` is tuned (Alg. 2) before sampling
+and its time counted in ``seconds``; the paper's toy uses fixed schedules (tune: false).
 """
 
 from __future__ import annotations
 
-import torch
+from dataclasses import dataclass
 
+import torch
+from torch import Tensor
+
+from ebmlab.core.loop import Cadence, LoopTask
+from ebmlab.core.state import ChainState
 from ebmlab.errors import ConfigError, check
-from ebmlab.samplers.base import ChainState
+from ebmlab.models.multimodal_grid import MultimodalGrid
+from ebmlab.report.figures.multimodal_2d import heatmap
+from ebmlab.samplers.acs import ACS
 
 INITS = ("shared_random", "random")
-SAMPLER_ORDER = ("rwm", "gibbs", "dmala", "ab_1st", "acs")
 
 
-def mode_masses(model, prob: torch.Tensor) -> torch.Tensor:
-    """Mass of each mode's cell (grid points nearest to it) under ``prob`` [S, S] -> [L]."""
-    S = prob.shape[0]
-    v = torch.arange(S, dtype=model.modes.dtype, device=model.modes.device)
-    idx, _ = model.nearest_mode(torch.cartesian_prod(v, v))
+def grid_cells(model: MultimodalGrid) -> tuple[Tensor, Tensor]:
+    """(nearest mode, distance to it) of every grid point, row-major over [S, S]."""
+    v = torch.arange(model.n_states, dtype=model.modes.dtype, device=model.modes.device)
+    return model.nearest_mode(torch.cartesian_prod(v, v))
+
+
+def mode_masses(cells: Tensor, n_modes: int, prob: Tensor) -> Tensor:
+    """Mass of each mode's cell under ``prob`` [S, S] -> [n_modes] (``cells``: grid_cells)."""
     flat = prob.reshape(-1).to(torch.float64)
-    return torch.zeros(model.n_modes, dtype=torch.float64, device=flat.device).index_add_(
-        0, idx.to(flat.device), flat
-    )
+    out = torch.zeros(n_modes, dtype=torch.float64, device=flat.device)
+    return out.index_add_(0, cells.to(flat.device), flat)
 
 
-def heatmap(prob, title: str = "", ax=None):
-    """Heat map of a 2-D distribution (rows x[0], columns x[1]), like ACS Fig. 1."""
-    import matplotlib.pyplot as plt
-
-    fig = None
-    if ax is None:
-        fig, ax = plt.subplots(figsize=(3.2, 3.2))
-    ax.imshow(prob.cpu().numpy(), cmap="Blues", origin="lower", interpolation="nearest")
-    ax.set_xticks([])
-    ax.set_yticks([])
-    if title:
-        ax.set_title(title, fontsize=9)
-    return fig
+@dataclass
+class Parts:
+    model: MultimodalGrid
+    sampler: object
+    state: ChainState
+    visits: Tensor  # float64 [S * S], row-major
+    exact: Tensor  # exact probabilities [S, S]
+    cells: Tensor  # nearest mode of each grid point [S * S]
+    near: Tensor  # grid points within mode_radius of their mode [S * S]
+    tune: dict  # tune_steps, tune_seconds
 
 
-class Multimodal2D:
-    """Task ``multimodal_2d``: visit histogram of one sampler on the ACS toy (ACS Fig. 1).
-
-    n_chains / n_steps: the reference code's 128 chains, 10,000 steps (1,000 for RW and AB).
-    burn_in: initial steps not counted. mode_radius: distance from a mode's centre within
-    which a sample counts as visiting it.
-    """
+class Multimodal2D(LoopTask):
+    """Visit histogram of one sampler on the ACS toy (ACS Fig. 1). The reference code runs
+    128 chains for 10,000 steps (1,000 for RW and AB)."""
 
     main_metric = "mode_tv"
+    progress_desc = "2-D toy"
 
     def __init__(
         self,
-        n_chains: int = 128,
-        n_steps: int = 10000,
-        burn_in: int = 0,
-        init: str = "shared_random",
-        mode_radius: float = 10.0,
-        log_every: int = 100,
-        checkpoint_every: int = 2000,
+        n_chains: int,
+        n_steps: int,
+        burn_in: int,
+        init: str,
+        mode_radius: float,
+        log_every: int,
+        checkpoint_every: int,
     ):
         check(n_chains >= 1, "n_chains", f"must be >= 1 (got {n_chains})")
-        check(n_steps >= 1, "n_steps", f"must be >= 1 (got {n_steps})")
         check(0 <= burn_in < n_steps, "burn_in", f"must be in [0, n_steps) (got {burn_in})")
         check(init in INITS, "init", f"must be one of {list(INITS)} (got {init!r})")
         check(mode_radius > 0, "mode_radius", f"must be > 0 (got {mode_radius})")
-        check(log_every >= 1, "log_every", f"must be >= 1 (got {log_every})")
-        check(checkpoint_every >= 1, "checkpoint_every", f"must be >= 1 (got {checkpoint_every})")
-        self.n_chains, self.n_steps, self.burn_in = n_chains, n_steps, burn_in
-        self.init, self.mode_radius = init, float(mode_radius)
-        self.log_every, self.checkpoint_every = log_every, checkpoint_every
+        check(log_every >= 1, "log_every", f"must be >= 1 (got {log_every})")  # Cadence: eval_every
+        self.cad = Cadence(n_steps, log_every, checkpoint_every)
+        self.n_chains, self.burn_in, self.init = n_chains, burn_in, init
+        self.mode_radius = float(mode_radius)
 
-    def setup(self, ctx) -> None:
-        if not ctx.has("model") or not ctx.has("sampler"):
-            raise ConfigError("model", "multimodal_2d needs a model and a sampler")
-        self.model = ctx.build("model").to(ctx.device)
-        if not hasattr(self.model, "modes") or getattr(self.model, "dim", None) != 2:
-            raise ConfigError(
-                "model", "multimodal_2d needs the 2-D toy target (model=multimodal_2d)"
-            )
-        self.sampler = ctx.build("sampler")
-        if getattr(self.sampler, "tune_enabled", False) and hasattr(
-            self.sampler, "resolve_tune_budget"
-        ):
-            self.sampler.resolve_tune_budget(self.n_steps)
+    def memory_estimate(self, cfg) -> dict[str, int]:
+        m = cfg.model
+        s = (int(m.n_side) + 1) * int(m.spacing) + 1  # grid values per axis
+        return {"grid_distances": s * s * int(m.n_side) ** 2 * 2 * 4, "histograms": 4 * s * s * 8}
 
-    def run(self, ctx) -> dict:
-        model, sampler, g, dev = self.model, self.sampler, ctx.generator, ctx.device
-        n, T, S = self.n_chains, self.n_steps, model.n_states
+    def build(self, ctx) -> Parts:
+        check(ctx.has("model") and ctx.has("sampler"), "model", "needs a model and a sampler")
+        model = ctx.build("model").to(ctx.device)
+        check(isinstance(model, MultimodalGrid), "model", "needs the toy (model=multimodal_2d)")
+        sampler, g, dev, S = ctx.build("sampler"), ctx.generator, ctx.device, model.n_states
+        tuning = isinstance(sampler, ACS) and sampler.tune_enabled
+        if tuning:
+            try:
+                sampler.resolve_tune_budget(self.cad.n_steps)  # the budget fits the run
+            except ConfigError as e:
+                raise e.prefixed("sampler") from None
         if self.init == "shared_random":
-            x0 = torch.randint(0, S, (1, 2), generator=g, device=dev).float().repeat(n, 1)
+            x0 = torch.randint(0, S, (1, 2), generator=g, device=dev).float()
+            x0 = x0.repeat(self.n_chains, 1)
         else:
-            x0 = torch.randint(0, S, (n, 2), generator=g, device=dev).float()
+            x0 = torch.randint(0, S, (self.n_chains, 2), generator=g, device=dev).float()
+        state, tune = sampler.init(model, x0), {"tune_steps": 0, "tune_seconds": 0.0}
+        if tuning:  # Algorithm 2 once before sampling; its time counts in ``seconds``
+            t0 = ctx.elapsed()
+            state, res = sampler.tune(model, state, g, self.cad.n_steps)
+            tune = {"tune_steps": int(res.n_steps), "tune_seconds": ctx.elapsed() - t0}
+        cells, dist = grid_cells(model)
+        near = dist.to(dev) <= self.mode_radius
+        exact = model.grid_log_probs().exp().to(dev)
         visits = torch.zeros(S * S, dtype=torch.float64, device=dev)
-        ones = torch.ones(n, dtype=torch.float64, device=dev)
-        tot = {"accept": 0.0, "jump": 0.0, "tune_steps": 0}
-        start = 0
-        ctx.start_clock()
-        ck = ctx.load_checkpoint()
-        if ck is not None:
-            state = ChainState(x=ck["x"], log_prob=ck["log_prob"], grad=ck["grad"])
-            sampler.load_state_dict(ck["sampler"])
-            start, visits, tot = ck["_run"]["step"], ck["visits"], ck["totals"]
-        else:
-            state = sampler.init(model, x0)
-            if getattr(sampler, "tune_enabled", False) and hasattr(sampler, "tune"):
-                state, res = sampler.tune(model, state, g, T)
-                tot["tune_steps"] = int(res.n_steps)
-        bar = ctx.progress(T, initial=start, desc=f"2-D toy {ctx.choices.get('sampler', '')}")
-        for t in range(start, T):
-            state, info = sampler.step(model, state, g)
-            acc = float(info.accept_prob.float().mean())
-            jump = float(info.jump.float().mean())
-            tot["accept"] += acc
-            tot["jump"] += jump
-            if t >= self.burn_in:
-                xi = state.x.long()
-                visits.index_add_(0, xi[:, 0] * S + xi[:, 1], ones)
-            step = t + 1
-            if step % self.log_every == 0 or step == T:
-                ctx.log({"accept_rate": acc, "jump": jump, "seconds": ctx.elapsed()}, step=step)
-            if step % self.checkpoint_every == 0 and step < T:
-                ctx.save_checkpoint(
-                    {
-                        "x": state.x,
-                        "log_prob": state.log_prob,
-                        "grad": state.grad,
-                        "sampler": sampler.state_dict(),
-                        "visits": visits,
-                        "totals": tot,
-                    },
-                    step=step,
-                )
-            bar.update(1)
-            ctx.maybe_fault(step)
-        bar.close()
-        exact = model.grid_log_probs().exp().to(dev)  # [S, S]
-        emp = (visits / visits.sum()).reshape(S, S)
-        v = torch.arange(S, dtype=model.modes.dtype, device=dev)
-        pts = torch.cartesian_prod(v, v)
-        idx, dist = model.nearest_mode(pts)
-        hit = (visits > 0) & (dist.to(dev) <= self.mode_radius)
-        visited = torch.zeros(model.n_modes, dtype=torch.bool, device=dev)
-        visited[idx[hit]] = True
-        tv_modes = 0.5 * float((mode_masses(model, emp) - mode_masses(model, exact)).abs().sum())
-        torch.save(emp.float().cpu(), ctx.run_dir / "visits.pt")
-        torch.save(exact.float().cpu(), ctx.run_dir / "ground_truth.pt")
-        name = ctx.choices.get("sampler", "sampler")
-        ctx.save_figure(heatmap(emp, f"{name} ({ctx.scale})"), "visits", step=T)
-        ctx.save_figure(heatmap(exact, "ground truth"), "ground_truth", step=T)
+        return Parts(model, sampler, state, visits, exact, cells, near, tune)
+
+    def cadence(self, parts: Parts) -> Cadence:
+        return self.cad
+
+    def step(self, p: Parts, step: int, ctx) -> dict:
+        p.state, info = p.sampler.step(p.model, p.state, ctx.generator)
+        if step > self.burn_in:
+            xi = p.state.x.long()
+            ones = torch.ones(xi.shape[0], dtype=torch.float64, device=xi.device)
+            p.visits.index_add_(0, xi[:, 0] * p.model.n_states + xi[:, 1], ones)
+        return info.totals()
+
+    def scores(self, p: Parts) -> dict:
+        emp = (p.visits / p.visits.sum()).reshape(p.exact.shape)
+        hit = p.cells[(p.visits > 0) & p.near]
+        n_modes = p.model.n_modes
+        masses = mode_masses(p.cells, n_modes, emp) - mode_masses(p.cells, n_modes, p.exact)
         return {
-            "mode_tv": tv_modes,
-            "modes_visited": float(visited.sum()),
-            "n_modes": float(model.n_modes),
-            "tv": 0.5 * float((emp - exact).abs().sum()),
-            "accept_rate": tot["accept"] / T,
-            "jump": tot["jump"] / T,
-            "tune_steps": float(tot["tune_steps"]),
-            "seconds": ctx.elapsed(),
+            "mode_tv": 0.5 * float(masses.abs().sum()),
+            "modes_visited": float(hit.unique().numel()),
+            "tv": 0.5 * float((emp - p.exact).abs().sum()),
         }
 
+    def evaluate(self, p: Parts, step: int, ctx) -> dict:
+        return self.scores(p) if step > self.burn_in else {}  # no histogram before burn-in
 
-def _label(run: dict) -> str:
-    return str(run["choices"].get("sampler", run["overrides"].get("sampler", "?")))
+    def state_dict(self, p: Parts) -> dict:
+        s, sampler = p.state, p.sampler.state_dict()
+        return dict(chain=(s.x, s.log_prob, s.grad), sampler=sampler, visits=p.visits, tune=p.tune)
 
+    def load_state_dict(self, p: Parts, d: dict) -> None:
+        p.state = ChainState(*d["chain"])
+        p.sampler.load_state_dict(d["sampler"])
+        p.visits, p.tune = d["visits"], dict(d["tune"])
 
-def figure(run_dirs: list, title: str = ""):
-    """Ground truth + one heat map per run (ACS Fig. 1), samplers in the paper's order."""
-    import matplotlib.pyplot as plt
-
-    def order(r):
-        lab = _label(r)
-        return (SAMPLER_ORDER.index(lab) if lab in SAMPLER_ORDER else len(SAMPLER_ORDER), lab)
-
-    runs = sorted(run_dirs, key=order)
-    if not runs:
-        raise SystemExit("no multimodal_2d runs (visits.pt) found")
-    gt = torch.load(runs[0]["run_dir"] / "ground_truth.pt", weights_only=True)
-    k = len(runs) + 1
-    fig, axes = plt.subplots(1, k, figsize=(2.6 * k, 2.9), squeeze=False)
-    heatmap(gt, "ground truth", axes[0, 0])
-    for ax, r in zip(axes[0, 1:], runs):
-        emp = torch.load(r["run_dir"] / "visits.pt", weights_only=True)
-        m = r["metrics"]
-        sub = (
-            f"{_label(r)}\nmodes {m['modes_visited']:.0f}/{m['n_modes']:.0f}, TV {m['mode_tv']:.2f}"
-        )
-        heatmap(emp, sub, ax)
-    if title:
-        fig.suptitle(title)
-    fig.tight_layout()
-    return fig
-
-
-def main(argv=None) -> None:
-    import argparse
-    from pathlib import Path
-
-    import matplotlib.pyplot as plt
-
-    from ebmlab.report import collect
-
-    ap = argparse.ArgumentParser(description="multimodal_2d figures")
-    sub = ap.add_subparsers(dest="cmd", required=True)
-    fp = sub.add_parser("figure", help="ground truth + every sampler's visits (ACS Fig. 1)")
-    fp.add_argument("sweep_dir", type=Path, nargs="+")
-    fp.add_argument("--title", default="")
-    fp.add_argument("--out", type=Path, required=True)
-    a = ap.parse_args(argv)
-    runs = [r for d in a.sweep_dir for r in collect(d) if (r["run_dir"] / "visits.pt").is_file()]
-    fig = figure(runs, a.title)
-    a.out.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(a.out, dpi=120, bbox_inches="tight")
-    plt.close(fig)
-    print(f"written: {a.out}")
-
-
-if __name__ == "__main__":
-    main()
+    def finish(self, p: Parts, history, ctx) -> dict:
+        n = self.cad.n_steps
+        emp = (p.visits / p.visits.sum()).reshape(p.exact.shape)
+        torch.save(emp.float().cpu(), ctx.run_dir / "visits.pt")
+        torch.save(p.exact.float().cpu(), ctx.run_dir / "ground_truth.pt")
+        name = ctx.choices.get("sampler", "sampler")
+        ctx.save_figure(heatmap(emp, f"{name} ({ctx.scale})"), "visits", step=n)
+        ctx.save_figure(heatmap(p.exact, "ground truth"), "ground_truth", step=n)
+        return {
+            **self.scores(p),
+            "n_modes": float(p.model.n_modes),
+            "accept_rate": ctx.totals.mean("accept_rate"),
+            "jump": ctx.totals.mean("jump"),
+            "tune_steps": float(p.tune["tune_steps"]),
+            "seconds": ctx.elapsed() + p.tune["tune_seconds"],
+        }

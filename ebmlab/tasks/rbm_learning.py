@@ -1,197 +1,174 @@
 """RBM learning (ACS Table 1): PCD with any sampler, test log-likelihood by RBM AIS.
 
-A 784 x 500 Bernoulli RBM (visible bias from the data mean) is trained by PCD
-(``learner=pcd``: 100 persistent chains, batch 100, Adam 1e-3, ``sampler_steps`` per iteration;
-``learner=acs_pcd`` with ``sampler=acs`` for ACS's PCD schedule, Algorithm 6). At the end,
-log Z is estimated by AIS with intermediate RBMs and block-Gibbs transitions (Salakhutdinov &
-Murray 2008; ``ais_temps`` = 100,000 linear temperatures at paper scale, base = independent
-Bernoulli of the training mean) and
+A Bernoulli RBM (visible bias from the data mean) is trained by PCD (``learner=pcd``: persistent
+chains, batch, Adam, ``sampler_steps`` per iteration; ``learner=acs_pcd`` with ``sampler=acs``
+for ACS's PCD schedule, Algorithm 6), one loop step per iteration. Every ``eval_every``
+iterations the iteration's loss is kept (and every ``ais_every`` a cheaper AIS is logged as
+``*_running``). At the end log Z is estimated by AIS with intermediate RBMs and block-Gibbs
+transitions (Salakhutdinov & Murray 2008; ``ais_temps`` linear temperatures, ``ais_chains``
+chains, base = independent Bernoulli of the training mean) and
 
-    test LL = mean_{x in test} log p~(x) - log Z.
+    test LL = mean_{x in test} log p~(x) - log Z      (train LL: the first ``train_n`` images).
 
-For tiny RBMs (min(V, H) <= 20) the exact log Z is reported beside the estimate
-(``test_ll_exact``). Optionally a cheaper AIS runs every ``ais_every`` iterations.
+For tiny RBMs (min(V, H) <= 20) the exact log Z is reported beside it (``test_ll_exact``).
 """
 
 from __future__ import annotations
 
-import math
 import time
+from dataclasses import dataclass
 
 import torch
+from torch import Tensor
 
-from ebmlab.errors import ConfigError, check
+from ebmlab.core.loop import Cadence, LoopTask
+from ebmlab.errors import check
+from ebmlab.learning.acs_pcd import ACSPCD
+from ebmlab.learning.pcd import PCD
+from ebmlab.learning.rbm_target import training_split
 from ebmlab.metrics.ais import rbm_ais_log_z, rbm_exact_log_z
+from ebmlab.metrics.tempered_ais import mean_log_prob
+from ebmlab.models.rbm import BernoulliRBM
+from ebmlab.report.figures.pcd_learning import pcd_figures
+from ebmlab.samplers.acs import ACS
 
-_EXACT_MAX_UNITS = 20
-
-
-def binary_split(dataset, split: str):
-    """The split, refusing dynamic (grayscale) data: the RBM is trained on fixed binary images."""
-    s = dataset.split(split)
-    if s.binarize == "dynamic":
-        raise ConfigError(
-            "dataset.binarize",
-            f"RBM learning needs fixed binary images; {dataset.name} is dynamic here "
-            "(use dataset.binarize=threshold)",
-        )
-    return s
+_EXACT_MAX_UNITS = 20  # exact log Z by enumerating the smaller layer up to this size
 
 
-class RBMLearning:
+@dataclass
+class Parts:
+    model: BernoulliRBM
+    learner: PCD
+    train_x: Tensor
+    test_x: Tensor
+    base_b: Tensor  # logits of the AIS base: Bernoulli(clamped training mean)
+    loss: Tensor | float = 0.0  # the last iteration's PCD loss
+
+
+class RBMLearning(LoopTask):
     main_metric = "test_ll"
+    progress_desc = "RBM learning"
 
     def __init__(
         self,
-        n_iters: int = 2000,
-        eval_every: int = 100,
-        checkpoint_every: int = 500,
-        ais_temps: int = 100000,
-        ais_chains: int = 100,
-        ais_every: int = 0,
-        ais_every_temps: int = 10000,
-        init_visible_bias: bool = True,
-        n_show: int = 100,
+        n_iters: int,
+        eval_every: int,
+        checkpoint_every: int,
+        ais_temps: int,
+        ais_chains: int,
+        ais_every: int,
+        ais_every_temps: int,
+        init_visible_bias: bool,
+        train_n: int,
+        eval_chunk: int,
+        n_show: int,
     ):
-        check(n_iters >= 1, "n_iters", f"must be >= 1 (got {n_iters})")
-        check(eval_every >= 1, "eval_every", f"must be >= 1 (got {eval_every})")
-        check(checkpoint_every >= 1, "checkpoint_every", f"must be >= 1 (got {checkpoint_every})")
-        check(ais_temps >= 2, "ais_temps", f"must be >= 2 (got {ais_temps})")
-        check(ais_chains >= 1, "ais_chains", f"must be >= 1 (got {ais_chains})")
-        check(ais_every >= 0, "ais_every", f"must be >= 0 (0 = only at the end) (got {ais_every})")
-        check(ais_every_temps >= 2, "ais_every_temps", f"must be >= 2 (got {ais_every_temps})")
-        check(n_show >= 0, "n_show", f"must be >= 0 (got {n_show})")
-        self.n_iters, self.eval_every, self.checkpoint_every = n_iters, eval_every, checkpoint_every
+        args = locals()
+        for keys, lo in (
+            ("n_iters eval_every checkpoint_every ais_chains train_n eval_chunk", 1),
+            ("ais_temps ais_every_temps", 2),
+            ("ais_every n_show", 0),
+        ):
+            for k in keys.split():
+                check(args[k] >= lo, k, f"must be >= {lo} (got {args[k]})")
+        check(ais_every % eval_every == 0, "ais_every", "must be a multiple of eval_every")
+        self.cad = Cadence(n_iters, eval_every, checkpoint_every)
         self.ais_temps, self.ais_chains = ais_temps, ais_chains
         self.ais_every, self.ais_every_temps = ais_every, ais_every_temps
-        self.init_visible_bias, self.n_show = init_visible_bias, n_show
+        self.init_visible_bias, self.train_n = init_visible_bias, train_n
+        self.eval_chunk, self.n_show = eval_chunk, n_show
 
-    def setup(self, ctx) -> None:
+    def memory_estimate(self, cfg) -> dict[str, int]:
+        v, h = int(cfg.model.get("n_visible", 0)), int(cfg.model.get("n_hidden", 0))
+        chains = int(cfg.learner.get("buffer_size", 0)) + int(cfg.learner.get("batch_size", 0))
+        return {"chains": 4 * chains * v * 4, "ais": self.ais_chains * (v + h) * 8 * 3}
+
+    def build(self, ctx) -> Parts:
         for group in ("dataset", "model", "sampler", "learner"):
-            if not ctx.has(group):
-                raise ConfigError(group, f"rbm_learning needs a {group}")
-        self.data = ctx.build("dataset")
-        self.data.check_files(["train", "test"])
-        if ctx.cfg.model._target_ != "ebmlab.models.rbm.BernoulliRBM":
-            raise ConfigError("model", "rbm_learning needs model=rbm")
-        self.model = ctx.build("model").to(ctx.device)
-        if self.model.n_visible != self.data.dim:
-            raise ConfigError(
-                "model.n_visible",
-                f"must equal the dataset dimension {self.data.dim} (got {self.model.n_visible})",
-            )
-        self.sampler = ctx.build("sampler")
-        self.learner = ctx.build("learner")
-        if not hasattr(self.learner, "sample_batch"):
-            raise ConfigError("learner", "rbm_learning needs a PCD learner (pcd or acs_pcd)")
-        if hasattr(self.sampler, "pcd_step") and not hasattr(self.learner, "explore_steps"):
-            raise ConfigError(
-                "learner", "sampler=acs in PCD follows ACS's PCD schedule: use learner=acs_pcd"
-            )
-
-    def _ais(self, model, base_b, test_x, n_temps, g, progress) -> dict:
-        W, b, c = model.parameters_for_ais()
-        res = rbm_ais_log_z(
-            W, b, c, base_b, n_temps, self.ais_chains, g, chunk=None, progress=progress
+            check(ctx.has(group), group, f"rbm_learning needs a {group}")
+        data = ctx.build("dataset")
+        _, train = training_split(data, "train", need_labels=False)
+        _, test = training_split(data, "test", need_labels=False)
+        model = ctx.build("model").to(ctx.device)
+        check(isinstance(model, BernoulliRBM), "model", "rbm_learning needs model=rbm")
+        check(model.n_visible == data.dim, "model.n_visible", f"must be {data.dim} (dataset)")
+        sampler, learner = ctx.build("sampler"), ctx.build("learner")
+        check(isinstance(learner, PCD), "learner", "needs a PCD learner (pcd or acs_pcd)")
+        check(
+            isinstance(learner, ACSPCD) or not isinstance(sampler, ACS),
+            "learner",
+            "sampler=acs in PCD follows ACS's PCD schedule: use learner=acs_pcd",
         )
-        with torch.no_grad():
-            lp = torch.cat(
-                [model.log_prob(test_x[i : i + 1000]) for i in range(0, len(test_x), 1000)]
-            )
-        mean_lp = float(lp.double().mean())
-        out = {"log_z": res.log_z, "log_z_stderr": res.log_z_stderr, "test_ll": mean_lp - res.log_z}
-        if min(model.n_visible, model.n_hidden) <= _EXACT_MAX_UNITS:
-            exact = rbm_exact_log_z(W, b, c, max_units=_EXACT_MAX_UNITS)
-            out.update(log_z_exact=exact, test_ll_exact=mean_lp - exact)
-        return out
-
-    def run(self, ctx) -> dict:
-        from ebmlab.utils.plotting import curves, image_grid
-
-        g, dev = ctx.generator, ctx.device
-        train = binary_split(self.data, "train")
-        test = binary_split(self.data, "test")
-        x = train.x.to(dev)
-        test_x = test.x.to(dev)
-        model, learner = self.model, self.learner
+        x, test_x = train.x.to(ctx.device), test.x.to(ctx.device)
         mean = x.mean(0)
         if self.init_visible_bias:
             model.init_visible_bias_from_data(mean)
         m = mean.clamp(0.01, 0.99)
-        base_b = torch.log(m) - torch.log1p(-m)  # AIS base: Bernoulli(data mean)
-        learner.setup(model, self.sampler, x, g)
-        ctx.start_clock()
-        start, history = 0, {"step": [], "loss": []}
-        totals = {"accept": 0.0, "n_log_prob": 0.0, "n": 0}
-        ck = ctx.resume(model=model, learner=learner)
-        if ck is not None:
-            start, history, totals = ck["_run"]["step"], ck["history"], ck["totals"]
-        bar = ctx.progress(self.n_iters, initial=start, desc="RBM learning")
-        for it in range(start, self.n_iters):
-            batch = learner.sample_batch(x, g)
-            info = learner.step(model, batch, g)
-            acc = info.get("accept_rate", float("nan"))
-            if math.isfinite(acc):
-                totals["accept"] += acc
-                totals["n"] += 1
-            totals["n_log_prob"] += info.get("n_log_prob", 0.0)
-            step = it + 1
-            if step % self.eval_every == 0 or step == self.n_iters:
-                row = {k: float(v) for k, v in info.items()}
-                row["seconds"] = ctx.elapsed()
-                if self.ais_every and step % self.ais_every == 0 and step < self.n_iters:
-                    ais = self._ais(model, base_b, test_x, self.ais_every_temps, g, False)
-                    row.update({f"{k}_running": v for k, v in ais.items()})
-                ctx.log(row, step=step)
-                history["step"].append(step)
-                history["loss"].append(row["loss"])
-                bar.set_postfix(loss=f"{row['loss']:.2f}")
-            if step % self.checkpoint_every == 0 and step < self.n_iters:
-                ctx.save_checkpoint(
-                    {
-                        "model": model.state_dict(),
-                        "learner": learner.state_dict(),
-                        "history": history,
-                        "totals": totals,
-                    },
-                    step=step,
-                )
-            bar.update(1)
-            ctx.maybe_fault(step)
-        bar.close()
-        train_seconds = ctx.elapsed()
-        t0 = time.perf_counter()
-        ais = self._ais(model, base_b, test_x, self.ais_temps, g, bool(ctx.cfg.progress))
-        ais_seconds = time.perf_counter() - t0
-        ctx.log({f"final_{k}": v for k, v in ais.items()}, step=self.n_iters)
+        learner.setup(model, x, ctx.generator, sampler)
+        return Parts(model, learner, x, test_x, torch.log(m) - torch.log1p(-m))
+
+    def cadence(self, parts: Parts) -> Cadence:
+        return self.cad
+
+    def step(self, p: Parts, step: int, ctx) -> dict:
+        info = p.learner.step(p.model, ctx.generator)
+        p.loss = info["loss"]
+        return info
+
+    def _ais(self, p: Parts, n_temps: int, ctx, progress: bool) -> dict:
+        """AIS log Z, test LL, and the exact values for a tiny RBM."""
+        W, b, c = p.model.parameters_for_ais()
+        g = ctx.generator
+        res = rbm_ais_log_z(W, b, c, p.base_b, n_temps, self.ais_chains, g, progress=progress)
+        mean_lp = mean_log_prob(p.model, p.test_x, self.eval_chunk)
+        out = {"log_z": res.log_z, "log_z_stderr": res.log_z_stderr, "test_ll": mean_lp - res.log_z}
+        if min(p.model.n_visible, p.model.n_hidden) <= _EXACT_MAX_UNITS:
+            exact = rbm_exact_log_z(W, b, c, max_units=_EXACT_MAX_UNITS)
+            out.update(log_z_exact=exact, test_ll_exact=mean_lp - exact)
+        return out
+
+    def evaluate(self, p: Parts, step: int, ctx) -> dict:
+        out = {"last_loss": float(p.loss)}
+        if self.ais_every and step % self.ais_every == 0 and step < self.cad.n_steps:
+            ais = self._ais(p, self.ais_every_temps, ctx, False)
+            out.update({f"{k}_running": v for k, v in ais.items()})
+        return out
+
+    def state_dict(self, p: Parts) -> dict:
+        return {"model": p.model.state_dict(), "learner": p.learner.state_dict()}
+
+    def load_state_dict(self, p: Parts, d: dict) -> None:
+        p.model.load_state_dict(d["model"])
+        p.learner.load_state_dict(d["learner"])
+
+    def finish(self, p: Parts, history, ctx) -> dict:
+        """Final AIS (cached in checkpoints/test_ais.pt), figures, results."""
+        seconds, n = ctx.elapsed(), self.cad.n_steps
+        ais = ctx.workspace.load("test_ais")
+        if ais is None:
+            t0 = time.perf_counter()
+            ais = self._ais(p, self.ais_temps, ctx, bool(ctx.cfg.progress))
+            ais["ais_seconds"] = time.perf_counter() - t0
+            ctx.workspace.save(ais, "test_ais")
+        ais_seconds = ais.pop("ais_seconds")
+        ctx.log({f"final_{k}": v for k, v in ais.items()}, step=n)
         name = ctx.choices.get("sampler", "")
-        ctx.save_figure(
-            curves(
-                {"PCD loss": (history["step"], history["loss"])},
-                "iteration",
-                "mean f(buffer) - mean f(data)",
-                title=f"RBM learning, {self.data.name}, {name} ({ctx.scale})",
-            ),
-            "loss",
-            step=self.n_iters,
-        )
-        if self.n_show:
-            show = learner.buffer[: self.n_show].reshape(-1, *self.data.image_shape)
-            ctx.save_figure(
-                image_grid(show.cpu().numpy(), title=f"{name}: persistent chains"),
-                "buffer",
-                step=self.n_iters,
-            )
-        with torch.no_grad():
-            train_lp = float(model.log_prob(x[:10000]).double().mean())
+        title = f"RBM learning, {ctx.cfg.dataset.name}, {name} ({ctx.scale})"
+        label = "mean f(buffer) - mean f(data)"
+        shape = tuple(ctx.cfg.dataset.image_shape)
+        for fig_name, fig in pcd_figures(
+            history, p.learner.buffer, shape, self.n_show, title, label
+        ).items():
+            ctx.save_figure(fig, fig_name, step=n)
+        train_lp = mean_log_prob(p.model, p.train_x[: self.train_n], self.eval_chunk)
         return {
             **ais,
             "train_ll": train_lp - ais["log_z"],
-            "accept_rate": totals["accept"] / max(totals["n"], 1),
-            "evals_per_iter": totals["n_log_prob"] / self.n_iters,
-            "seconds": train_seconds,
-            "time_per_iter": train_seconds / self.n_iters,
+            "accept_rate": ctx.totals.mean("accept_rate"),
+            "evals_per_iter": ctx.totals.total("n_log_prob") / n,
+            "seconds": seconds,
+            "time_per_iter": seconds / n,
             "ais_seconds": ais_seconds,
             "ais_temps": self.ais_temps,
-            "n_iters": self.n_iters,
+            "n_iters": n,
         }

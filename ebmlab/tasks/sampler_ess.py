@@ -1,357 +1,199 @@
-"""Sampler efficiency by effective sample size (AB paper, Sun et al. ICLR 2023, Sec. 5.1-5.3,
+"""Sampler efficiency by effective sample size (AB; Sun et al., ICLR 2023, Sec. 5.1-5.3,
 Tables 1-5, Fig. 1-3).
 
-One run = one sampler on one fixed target (``model=``): ``n_chains`` chains for ``n_steps``
-steps, the first ``burn_in`` of which are burn-in (paper: 100 chains, 100,000 steps, 20,000
-burn-in). The chain is summarised by its Hamming distance to a fixed random reference state
-(DISCS convention; the reference is drawn from ``ref_seed`` so every sampler and seed shares
-it), and the ESS of that series is computed per chain after burn-in
-(:func:`ebmlab.metrics.ess.ess_1d`) and averaged over chains. Reported:
-
-* ``ess_n``: ESS per 10,000 log-likelihood queries. A query is one batched evaluation of f
-  at one state (``StepInfo.n_log_prob``, per chain); a gradient at a state whose f is also
-  evaluated costs ``grad_query_cost`` extra queries (default 0: f and its gradient from one
-  forward/backward are one query; the gradient's price shows in ``ess_t``). Queries are
-  counted over the post-burn-in steps, the ones the ESS is computed on.
-* ``ess_t``: ESS per second of post-burn-in sampling (wall clock of the sampler steps only).
-* acceptance rate and mean jump distance (Hamming / L1) after burn-in, and the sampler's
-  tuned parameters.
+One run = one sampler on one fixed target: ``n_chains`` chains for ``n_steps`` steps (one
+loop step each), the first ``burn_in`` of them burn-in (paper: 100 chains, 100,000 steps,
+20,000 burn-in). After burn-in each state is summarised by its Hamming distance to a fixed
+random reference state (DISCS convention; drawn from ``ref_seed``, shared by every sampler
+and seed); the ESS of that series is computed per chain and averaged over chains. Reported:
+``ess_n``, the ESS per 10,000 log-likelihood queries after burn-in (a query is one batched
+evaluation of f; a gradient costs ``grad_query_cost`` more), ``ess_t``, the ESS per second of
+post-burn-in sampling, acceptance and mean jump after burn-in, ``burn_in_accept_rate`` (left
+out when ``burn_in`` is 0), the sampler's parameters (tuned ones at their final value) and
+the setup statistics of the quadratic AB samplers (``setup_*``).
 
 Burn-in is where samplers adapt: with ``sync_burn_in`` the sampler's own adaptation window
-(``burn_in`` of the AB samplers, ``adapt_steps`` of RWM) is set to the task's burn-in, so the
-reported chain is a fixed, exact kernel. ``tune_accept`` > 0 additionally tunes the sampler
-attribute ``tune_attr`` (e.g. DMALA's ``step_size``) during burn-in by Robbins-Monro on its
-logarithm towards that acceptance rate: the paper's LB baseline is DLP tuned to 0.574
-(Sun et al. 2022b), its RWM tuned to 0.234.
-
-``python -m ebmlab.tasks.sampler_ess grid SWEEP_DIR --out FIG.png`` draws the ESS over a
-(sigma, alpha) sweep (AB Fig. 1-3: one line per sigma, ESS against alpha).
+(``burn_in`` of AB, ``adapt_steps`` of RWM) is the task's burn-in; an Adaptation that is done
+is replaced by its frozen kernel after burn-in, so the measured chain is a fixed, exact
+kernel. ``tune_accept`` > 0 tunes the step size towards that acceptance during burn-in
+(:mod:`ebmlab.samplers.acceptance_tuning`; the paper's LB baseline: DLP tuned to 0.574).
 """
 
 from __future__ import annotations
 
-import math
-import time
+from dataclasses import dataclass
 
 import torch
+from torch import Tensor
 
+from ebmlab.core.loop import Cadence, LoopTask
+from ebmlab.core.protocols import BINARY, ORDINAL, Adaptation
+from ebmlab.core.state import ChainState
 from ebmlab.errors import ConfigError, check
-from ebmlab.metrics.ess import ess_1d, hamming_to_reference
-from ebmlab.samplers.base import ChainState
+from ebmlab.metrics.ess import ess_1d, ess_per_queries, hamming_to_reference
+from ebmlab.samplers.acceptance_tuning import AcceptanceTuning
+from ebmlab.samplers.base import Sampler
 
-INITS = ("uniform",)
-_TUNED_ATTRS = ("sigma", "alpha", "step_size", "radius")
+PARAMS = ("sigma", "alpha", "step_size", "radius")  # reported sampler parameters
+INITS, SPACES = ("uniform",), (BINARY, ORDINAL)
 
 
-def random_states(model, n: int, generator: torch.Generator, device) -> torch.Tensor:
+def random_states(model, n: int, generator: torch.Generator, device) -> Tensor:
     """n uniformly random states [n, dim] of a binary or ordinal model."""
-    kind = getattr(model, "state_kind", "binary")
-    d = int(model.dim)
-    if kind == "binary":
-        return (torch.rand((n, d), generator=generator, device=device) < 0.5).float()
-    if kind == "ordinal":
-        S = int(model.n_states)
-        return torch.randint(0, S, (n, d), generator=generator, device=device).float()
-    raise ConfigError("model", f"sampler_ess needs a binary or ordinal model (got {kind!r})")
+    shape = (n, int(model.dim))
+    if model.state_kind == ORDINAL:
+        x = torch.randint(0, int(model.n_states), shape, generator=generator, device=device)
+        return x.float()
+    return (torch.rand(shape, generator=generator, device=device) < 0.5).float()
 
 
-def ess_per_queries(ess: float, queries: float, per: float = 10_000.0) -> float:
-    """ESS per ``per`` log-likelihood queries (AB's ESS_n): ess * per / queries."""
-    if queries <= 0:
-        raise ValueError(f"queries must be > 0 (got {queries})")
-    return float(ess) * per / float(queries)
+@dataclass
+class Parts:
+    model: torch.nn.Module
+    sampler: Sampler
+    adaptation: Adaptation | None  # acceptance tuning, or the sampler's own adaptation
+    tuner: AcceptanceTuning | None
+    ref: Tensor  # the Hamming reference state [d]
+    state: ChainState
+    summary: Tensor  # Hamming distances after burn-in [n_steps - burn_in, chains]
+    config_params: dict  # the sampler's parameters as configured
+    burn_seconds: float | None = None  # the compute clock when burn-in ended
 
 
-class AcceptanceTuner:
-    """Robbins-Monro on log(sampler.<attr>) towards a target acceptance rate (burn-in only).
-
-    log v <- log v + rate * t^-0.6 * (mean accept - target), clipped to [1e-6, 1e6].
-    """
-
-    def __init__(self, sampler, attr: str, target: float, rate: float = 1.0):
-        self.sampler, self.attr, self.target, self.rate = sampler, attr, target, rate
-        self.t = 0
-
-    def update(self, accept: float) -> None:
-        self.t += 1
-        v = float(getattr(self.sampler, self.attr))
-        log_v = math.log(v) + self.rate * self.t**-0.6 * (accept - self.target)
-        setattr(self.sampler, self.attr, min(max(math.exp(log_v), 1e-6), 1e6))
-
-    def state_dict(self) -> dict:
-        return {"t": self.t, "value": float(getattr(self.sampler, self.attr))}
-
-    def load_state_dict(self, d: dict) -> None:
-        self.t = int(d["t"])
-        setattr(self.sampler, self.attr, float(d["value"]))
-
-
-class SamplerESS:
-    """Task ``sampler_ess``: ESS_n / ESS_t of one sampler on one target (AB Tables 1-5).
-
-    target: free label naming the target in tables (e.g. "grid_J0.4407"); not used otherwise.
-    ref_seed: seed of the fixed random reference state of the Hamming summary.
-    init: initial states ("uniform": independent uniform states per chain).
-    """
+class SamplerESS(LoopTask):
+    """ESS_n / ESS_t of one sampler on one target (AB Tables 1-5). ``target`` labels the
+    target in tables (e.g. "grid_J0.4407"); ``init`` "uniform": independent uniform states."""
 
     main_metric = "ess_n"
+    progress_desc = "ESS"
 
     def __init__(
         self,
-        n_chains: int = 100,
-        n_steps: int = 100000,
-        burn_in: int = 20000,
-        target: str = "",
-        init: str = "uniform",
-        ref_seed: int = 12345,
-        sync_burn_in: bool = True,
-        tune_accept: float = 0.0,
-        tune_attr: str = "step_size",
-        tune_rate: float = 1.0,
-        grad_query_cost: float = 0.0,
-        log_every: int = 100,
-        checkpoint_every: int = 10000,
+        n_chains: int,
+        n_steps: int,
+        burn_in: int,
+        target: str,
+        init: str,
+        ref_seed: int,
+        sync_burn_in: bool,
+        tune_accept: float,
+        tune_rate: float,
+        grad_query_cost: float,
+        log_every: int,
+        checkpoint_every: int,
     ):
         check(n_chains >= 1, "n_chains", f"must be >= 1 (got {n_chains})")
         check(n_steps >= 5, "n_steps", f"must be >= 5 (got {n_steps})")
-        check(
-            0 <= burn_in <= n_steps - 4,
-            "burn_in",
-            f"must be in [0, n_steps - 4] so the ESS has >= 4 steps (got {burn_in})",
-        )
+        msg = f"must be in [0, n_steps - 4] so the ESS has >= 4 steps (got {burn_in})"
+        check(0 <= burn_in <= n_steps - 4, "burn_in", msg)
         check(init in INITS, "init", f"must be one of {list(INITS)} (got {init!r})")
         check(ref_seed >= 0, "ref_seed", f"must be >= 0 (got {ref_seed})")
-        check(
-            tune_accept == 0 or 0 < tune_accept < 1,
-            "tune_accept",
-            f"must be 0 (off) or a rate in (0, 1) (got {tune_accept})",
-        )
-        check(
-            tune_accept == 0 or burn_in > 0,
-            "tune_accept",
-            f"acceptance tuning runs during burn-in, which is 0 steps (got {tune_accept})",
-        )
+        msg = f"must be 0 (off) or a rate in (0, 1) (got {tune_accept})"
+        check(tune_accept == 0 or 0 < tune_accept < 1, "tune_accept", msg)
+        msg = f"acceptance tuning runs during burn-in, which is 0 steps (got {tune_accept})"
+        check(tune_accept == 0 or burn_in > 0, "tune_accept", msg)
         check(tune_rate > 0, "tune_rate", f"must be > 0 (got {tune_rate})")
         check(grad_query_cost >= 0, "grad_query_cost", f"must be >= 0 (got {grad_query_cost})")
-        check(log_every >= 1, "log_every", f"must be >= 1 (got {log_every})")
-        check(checkpoint_every >= 1, "checkpoint_every", f"must be >= 1 (got {checkpoint_every})")
-        self.n_chains, self.n_steps, self.burn_in = n_chains, n_steps, burn_in
-        self.target, self.init, self.ref_seed = target, init, ref_seed
-        self.sync_burn_in, self.tune_accept = sync_burn_in, tune_accept
-        self.tune_attr, self.tune_rate = tune_attr, tune_rate
-        self.grad_query_cost = grad_query_cost
-        self.log_every, self.checkpoint_every = log_every, checkpoint_every
+        self.cad = Cadence(n_steps, log_every, checkpoint_every)
+        self.n_chains, self.burn_in, self.ref_seed = n_chains, burn_in, ref_seed
+        self.sync_burn_in, self.tune_accept, self.tune_rate = sync_burn_in, tune_accept, tune_rate
+        self.grad_query_cost, self.target = grad_query_cost, target
 
-    # ------------------------------------------------------------------------------ setup
-    def setup(self, ctx) -> None:
-        if not ctx.has("model") or not ctx.has("sampler"):
-            raise ConfigError("model", "sampler_ess needs a model (the target) and a sampler")
-        self.model = ctx.build("model").to(ctx.device)
-        if any(p.requires_grad for p in self.model.parameters()):
+    def memory_estimate(self, cfg) -> dict[str, int]:
+        return {"summary": (self.cad.n_steps - self.burn_in) * self.n_chains * 4}
+
+    def build(self, ctx) -> Parts:
+        model = ctx.build("model").to(ctx.device)
+        if any(p.requires_grad for p in model.parameters()) or model.state_kind not in SPACES:
             raise ConfigError(
                 "model",
-                "sampler_ess needs a fixed target (ising_lattice, ising_ba, lattice_gaussian, "
-                "blr, quartic_mixture, ...), not a learnable model",
+                "sampler_ess needs a fixed target on a binary or ordinal space (ising_lattice, "
+                "ising_ba, lattice_gaussian, blr, quartic_mixture, ...), not a learnable model",
             )
-        kind = getattr(self.model, "state_kind", "binary")
-        if kind not in ("binary", "ordinal"):
-            raise ConfigError("model", f"sampler_ess needs a binary or ordinal model (got {kind})")
-        extra = {}
-        if self.sync_burn_in:
-            keys = set(ctx.cfg.sampler.keys())
-            if "burn_in" in keys:
-                extra["burn_in"] = self.burn_in
-            if "adapt_steps" in keys:
-                extra["adapt_steps"] = self.burn_in
-        self.sampler = ctx.build("sampler", **extra)
+        sampler_cfg = ctx.cfg.sampler
+        window = {k: self.burn_in for k in ("burn_in", "adapt_steps") if k in sampler_cfg}
+        sampler = ctx.build("sampler", **(window if self.sync_burn_in else {}))
+        tuner = None
         if self.tune_accept > 0:
-            v = getattr(self.sampler, self.tune_attr, None)
-            if not isinstance(v, (int, float)) or isinstance(v, bool) or v <= 0:
-                raise ConfigError(
-                    "task.tune_attr",
-                    f"the sampler ({type(self.sampler).__name__}) has no positive numeric "
-                    f"attribute {self.tune_attr!r} to tune (e.g. step_size for dmala)",
-                )
-
-    # -------------------------------------------------------------------------------- run
-    def _params(self) -> dict:
-        out = {}
-        for k in _TUNED_ATTRS:
-            v = getattr(self.sampler, k, None)
-            if isinstance(v, (int, float)) and not isinstance(v, bool):
-                out[k] = float(v)
-        return out
-
-    def run(self, ctx) -> dict:
-        model, sampler, g, dev = self.model, self.sampler, ctx.generator, ctx.device
-        n, T, B = self.n_chains, self.n_steps, self.burn_in
+            tuner = AcceptanceTuning(sampler, self.tune_accept, self.tune_rate, self.burn_in)
+        adaptation = tuner if tuner is not None else sampler
+        configured = {k: float(sampler_cfg[k]) for k in PARAMS if _is_number(sampler_cfg.get(k))}
+        g, dev, n = ctx.generator, ctx.device, self.n_chains
         x0 = random_states(model, n, g, dev)
         ref = random_states(model, 1, torch.Generator().manual_seed(self.ref_seed), "cpu")[0]
-        ref = ref.to(dev)
-        tuner = (
-            AcceptanceTuner(sampler, self.tune_attr, self.tune_accept, self.tune_rate)
-            if self.tune_accept > 0
-            else None
-        )
-        summary = torch.zeros(T - B, n, dtype=torch.float32, device=dev)
-        tot = {
-            k: 0.0
-            for k in (
-                "accept",
-                "jump",
-                "burn_accept",
-                "queries",
-                "n_log_prob",
-                "n_grad",
-                "sample_s",
-            )
-        }
-        init_lp, init_grad = sampler.init_cost() if hasattr(sampler, "init_cost") else (1, 1)
-        start = 0
-        ctx.start_clock()
+        summary = torch.zeros(self.cad.n_steps - self.burn_in, n, dtype=torch.float32, device=dev)
+        adaptation = adaptation if isinstance(adaptation, Adaptation) else None
         state = sampler.init(model, x0)
-        ck = ctx.load_checkpoint()
-        if ck is not None:
-            state = ChainState(x=ck["x"], log_prob=ck["log_prob"], grad=ck["grad"])
-            sampler.load_state_dict(ck["sampler"])
-            if tuner is not None:
-                tuner.load_state_dict(ck["tuner"])
-            start, summary, tot = ck["_run"]["step"], ck["summary"], ck["totals"]
-        sync = torch.cuda.synchronize if dev.type == "cuda" else (lambda: None)
-        bar = ctx.progress(T, initial=start, desc=f"ESS {ctx.choices.get('sampler', '')}")
-        blk = {"accept": 0.0, "jump": 0.0, "n": 0}
-        for t in range(start, T):
-            sync()
-            t0 = time.perf_counter()
-            state, info = sampler.step(model, state, g)
-            if t >= B:
-                summary[t - B] = hamming_to_reference(state.x.reshape(n, -1)[None], ref)[0]
-                sync()
-                tot["sample_s"] += time.perf_counter() - t0
-            acc = float(info.accept_prob.float().mean())
-            jump = float(info.jump.float().mean())
-            if t < B:
-                tot["burn_accept"] += acc
-                if tuner is not None:
-                    tuner.update(acc)
-            else:
-                tot["accept"] += acc
-                tot["jump"] += jump
-                tot["n_log_prob"] += info.n_log_prob
-                tot["n_grad"] += info.n_grad
-                tot["queries"] += info.n_log_prob + self.grad_query_cost * info.n_grad
-            blk["accept"] += acc
-            blk["jump"] += jump
-            blk["n"] += 1
-            step = t + 1
-            if step % self.log_every == 0 or step == T:
-                ctx.log(
-                    {
-                        "accept_rate": blk["accept"] / blk["n"],
-                        "jump": blk["jump"] / blk["n"],
-                        "burn_in": float(step <= B),
-                        "seconds": ctx.elapsed(),
-                        **self._params(),
-                    },
-                    step=step,
-                )
-                blk = {"accept": 0.0, "jump": 0.0, "n": 0}
-            if step % self.checkpoint_every == 0 and step < T:
-                ctx.save_checkpoint(
-                    {
-                        "x": state.x,
-                        "log_prob": state.log_prob,
-                        "grad": state.grad,
-                        "sampler": sampler.state_dict(),
-                        "tuner": tuner.state_dict() if tuner is not None else None,
-                        "summary": summary,
-                        "totals": tot,
-                    },
-                    step=step,
-                )
-            bar.update(1)
-            ctx.maybe_fault(step)
-        bar.close()
-        m = T - B
-        ess = ess_1d(summary.cpu())  # [chains]
+        return Parts(model, sampler, adaptation, tuner, ref.to(dev), state, summary, configured)
+
+    def cadence(self, parts: Parts) -> Cadence:
+        return self.cad
+
+    def step(self, p: Parts, step: int, ctx) -> dict:
+        B, a = self.burn_in, p.adaptation
+        if step == B + 1:
+            p.burn_seconds = ctx.elapsed()
+        kernel = p.sampler if a is None else (a.frozen() if step > B and a.done else a)
+        p.state, info = kernel.step(p.model, p.state, ctx.generator)
+        if step <= B:
+            return {"burn_in_accept_rate": info.accept_prob.float().mean()}
+        x = p.state.x.reshape(self.n_chains, -1)
+        p.summary[step - B - 1] = hamming_to_reference(x[None], p.ref)[0]
+        queries = info.n_log_prob + self.grad_query_cost * info.n_grad
+        return {**info.totals(), "queries": queries}
+
+    def _params(self, p: Parts) -> dict:
+        """Configured parameters, with the tuned values where the sampler tunes them."""
+        state = p.sampler.state_dict() | (p.tuner.state_dict() if p.tuner else {})
+        tuned = {k: float(state[k]) for k in PARAMS if _is_number(state.get(k))}
+        return p.config_params | tuned
+
+    def evaluate(self, p: Parts, step: int, ctx) -> dict:
+        return {"burn_in": float(step <= self.burn_in), **self._params(p)}
+
+    def state_dict(self, p: Parts) -> dict:
+        s, tuner = p.state, p.tuner.state_dict() if p.tuner else None
+        chains = {"x": s.x, "log_prob": s.log_prob, "grad": s.grad, "summary": p.summary}
+        sampler = {"sampler": p.sampler.state_dict(), "tuner": tuner}
+        return {**chains, **sampler, "burn_seconds": p.burn_seconds}
+
+    def load_state_dict(self, p: Parts, d: dict) -> None:
+        p.state = p.state.replace(x=d["x"], log_prob=d["log_prob"], grad=d["grad"])
+        p.sampler.load_state_dict(d["sampler"])
+        if p.tuner:
+            p.tuner.load_state_dict(d["tuner"])
+        p.summary, p.burn_seconds = d["summary"], d["burn_seconds"]
+
+    def finish(self, p: Parts, history, ctx) -> dict:
+        seconds, totals, m = ctx.elapsed(), ctx.totals, self.cad.n_steps - self.burn_in
+        sample_seconds = seconds - p.burn_seconds
+        ess = ess_1d(p.summary.cpu())  # [chains]
         ess_mean = float(ess.mean())
+        init_lp, init_grad = p.sampler.init_cost()
         out = {
             "ess": ess_mean,
-            "ess_std": float(ess.std()) if n > 1 else 0.0,
-            "ess_n": ess_per_queries(ess_mean, tot["queries"]),
-            "ess_t": ess_mean / max(tot["sample_s"], 1e-12),
+            "ess_std": float(ess.std()) if self.n_chains > 1 else 0.0,
+            "ess_n": ess_per_queries(ess_mean, totals.total("queries")),
+            "ess_t": ess_mean / max(sample_seconds, 1e-12),
             "ess_per_step": ess_mean / m,
-            "accept_rate": tot["accept"] / m,
-            "jump": tot["jump"] / m,
-            "burn_in_accept_rate": tot["burn_accept"] / B if B > 0 else float("nan"),
-            "queries_per_step": tot["queries"] / m,
-            "log_prob_evals_per_step": tot["n_log_prob"] / m,
-            "grad_evals_per_step": tot["n_grad"] / m,
+            "accept_rate": totals.mean("accept_rate"),
+            "jump": totals.mean("jump"),
+            "queries_per_step": totals.mean("queries"),
+            "log_prob_evals_per_step": totals.mean("n_log_prob"),
+            "grad_evals_per_step": totals.mean("n_grad"),
             "init_log_prob_evals": float(init_lp),
             "init_grad_evals": float(init_grad),
-            "sample_seconds": tot["sample_s"],
-            "seconds": ctx.elapsed(),
-            "hamming_mean": float(summary.mean()),
-            **self._params(),
+            "sample_seconds": sample_seconds,
+            "seconds": seconds,
+            "hamming_mean": float(p.summary.mean()),
+            **self._params(p),
         }
-        for k, v in (getattr(sampler, "setup_stats", None) or {}).items():
-            if isinstance(v, (int, float)) and not isinstance(v, bool):
-                out[f"setup_{k}"] = float(v)
+        if self.burn_in > 0:
+            out["burn_in_accept_rate"] = totals.mean("burn_in_accept_rate")
+        setup = p.sampler.state_dict().get("setup_stats", {})  # quadratic AB: W, D, factor
+        out |= {f"setup_{k}": float(v) for k, v in setup.items() if _is_number(v)}
         return out
 
 
-# ------------------------------------------------------------------------- (sigma, alpha) grid
-
-
-def grid_figure(runs: list[dict], metric: str = "ess_n", title: str = ""):
-    """ESS over a (sigma, alpha) sweep: one line per sigma, ``metric`` against alpha (AB Fig. 1-3).
-
-    ``runs`` come from :func:`ebmlab.report.collect`; sigma and alpha are read from the runs'
-    ``sampler.sigma`` / ``sampler.alpha`` overrides, averaged over seeds.
-    """
-    import numpy as np
-
-    from ebmlab.utils.plotting import curves
-
-    cells: dict = {}
-    for r in runs:
-        ov = r["overrides"]
-        if "sampler.sigma" not in ov or "sampler.alpha" not in ov or metric not in r["metrics"]:
-            continue
-        key = (float(ov["sampler.sigma"]), float(ov["sampler.alpha"]))
-        cells.setdefault(key, []).append(float(r["metrics"][metric]))
-    if not cells:
-        raise SystemExit(f"no runs with sampler.sigma / sampler.alpha overrides and {metric!r}")
-    series = {}
-    for s in sorted({k[0] for k in cells}):
-        alphas = sorted(a for (sg, a) in cells if sg == s)
-        series[f"sigma={s:g}"] = (alphas, [float(np.mean(cells[(s, a)])) for a in alphas])
-    return curves(series, "alpha", metric, title=title)
-
-
-def main(argv=None) -> None:
-    import argparse
-    from pathlib import Path
-
-    import matplotlib.pyplot as plt
-
-    from ebmlab.report import collect
-
-    ap = argparse.ArgumentParser(description="sampler_ess figures")
-    sub = ap.add_subparsers(dest="cmd", required=True)
-    gp = sub.add_parser("grid", help="ESS over a (sigma, alpha) sweep (AB Fig. 1-3)")
-    gp.add_argument("sweep_dir", type=Path, nargs="+")
-    gp.add_argument("--metric", default="ess_n")
-    gp.add_argument("--title", default="")
-    gp.add_argument("--out", type=Path, required=True)
-    a = ap.parse_args(argv)
-    runs = [r for d in a.sweep_dir for r in collect(d)]
-    fig = grid_figure(runs, a.metric, a.title)
-    a.out.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(a.out, dpi=120, bbox_inches="tight")
-    plt.close(fig)
-    print(f"written: {a.out}")
-
-
-if __name__ == "__main__":
-    main()
+def _is_number(v) -> bool:
+    return isinstance(v, (int, float)) and not isinstance(v, bool)

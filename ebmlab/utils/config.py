@@ -86,9 +86,11 @@ def _matches(value: Any, tp) -> bool:
 def validate_node(node: DictConfig, key: str, provided: tuple = ()) -> None:
     """Check ``node`` against the typed signature of its ``_target_``.
 
-    ``provided`` names constructor arguments the caller supplies in code.
+    ``provided`` names constructor arguments the caller supplies in code; a target declares
+    the ones code always passes (plumbing) in a class attribute ``provided_by_code``.
     """
     obj = _target(node, key)
+    provided = (*provided, *getattr(obj, "provided_by_code", ()))
     params, hints, var_kw = _signature(obj)
     try:
         values = OmegaConf.to_container(node, resolve=True)
@@ -103,6 +105,9 @@ def validate_node(node: DictConfig, key: str, provided: tuple = ()) -> None:
             allowed = ", ".join(sorted(params)) or "(none)"
             raise ConfigError(f"{key}.{k}", f"unknown key; allowed keys: {allowed}")
         tp = hints.get(k, params[k].annotation)
+        if isinstance(v, dict) and "_target_" in v:  # a nested part: validated by its target
+            validate_node(node[k], f"{key}.{k}")
+            continue
         if not _matches(v, tp):
             raise ConfigError(f"{key}.{k}", f"expected {_type_name(tp)} (got {v!r})")
     for name, p in params.items():
@@ -124,3 +129,83 @@ def build(node: DictConfig, key: str, **extra):
         if isinstance(cause, ConfigError):
             raise cause.prefixed(key) from None
         raise
+
+
+def apply_when(cfg: DictConfig, choices: dict, cli_keys: set[str]) -> list[str]:
+    """Apply an experiment's ``when:`` settings: per-choice values of a sweep.
+
+    ``when`` maps a condition to dotted keys and values. A condition is ``group=choice``
+    (``sampler=dmala``, ``scale=smoke``), ``dotted.key=value`` (``dataset.name=checkerboard``,
+    compared with the composed value), or several of them joined by commas (all must hold:
+    ``sampler=acs,dataset=caltech``). Each entry whose condition holds is applied, in file
+    order, except for keys given on the command line (``cli_keys``), which always win.
+    Conditions are tested on the config as composed, before any entry is applied.
+    Returns the keys set.
+    """
+    when = cfg.get("when")
+    if when is None:
+        return []
+    if not isinstance(when, DictConfig):
+        raise ConfigError("when", "must be a mapping of `group=choice` to {dotted.key: value}")
+    holds = {cond: _when_holds(cfg, choices, cond) for cond in when}
+    applied = []
+    for cond, settings in when.items():
+        if not holds[cond]:
+            continue
+        if not isinstance(settings, DictConfig):
+            raise ConfigError(f"when.{cond}", "must map dotted keys to values")
+        for key, value in settings.items():
+            if key in cli_keys:
+                continue
+            parent = key.rsplit(".", 1)[0] if "." in key else None
+            if parent is not None and OmegaConf.select(cfg, parent) is None:
+                raise ConfigError(f"when.{cond}.{key}", f"{parent} is not in the composed config")
+            OmegaConf.update(cfg, key, value, merge=True, force_add=True)
+            applied.append(key)
+    return applied
+
+
+def _when_holds(cfg: DictConfig, choices: dict, cond) -> bool:
+    """Whether every ``key=value`` clause of a ``when`` condition holds for this run."""
+    clauses = cond.split(",") if isinstance(cond, str) else [None]
+    result = True
+    for clause in clauses:
+        if clause is None or clause.count("=") != 1:
+            raise ConfigError(f"when.{cond}", "keys must read `group=choice` (e.g. sampler=dmala)")
+        key, want = (s.strip() for s in clause.split("="))
+        if key in choices:
+            result &= str(choices[key]) == want
+        elif "." in key:
+            result &= str(OmegaConf.select(cfg, key, default=None)) == want
+        else:
+            raise ConfigError(f"when.{cond}", f"unknown group {key!r}; one of {sorted(choices)}")
+    return result
+
+
+def check_state_space(cfg: DictConfig, choices: dict) -> None:
+    """Refuse a sampler that cannot move in the model's state space, before any compute.
+
+    Kernels declare ``state_spaces`` (the model ``state_kind`` values they support) and,
+    when they need one model class (block Gibbs on an RBM, the GRBM samplers), ``model_type``
+    (its import path); models declare ``state_kind``.
+    """
+    s, m = cfg.get("sampler"), cfg.get("model")
+    if not (isinstance(s, DictConfig) and "_target_" in s):
+        return
+    if not (isinstance(m, DictConfig) and "_target_" in m):
+        return
+    kernel, model = _target(s, "sampler"), _target(m, "model")
+    kind = model.state_kind
+    name, mname = choices.get("sampler", s._target_), choices.get("model", m._target_)
+    if kind not in kernel.state_spaces:
+        raise ConfigError(
+            "sampler",
+            f"{name} moves in {'/'.join(kernel.state_spaces)} states, but model {mname} is "
+            f"{kind}; choose a sampler that supports {kind} models",
+        )
+    if kernel.model_type is not None and not issubclass(model, get_object(kernel.model_type)):
+        raise ConfigError(
+            "sampler",
+            f"{name} is specific to {kernel.model_type.rsplit('.', 1)[-1]} models; "
+            f"model {mname} is a {model.__name__}",
+        )

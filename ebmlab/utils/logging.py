@@ -22,11 +22,11 @@ class WandbLogger:
 
     def __init__(
         self,
-        project: str = "ebmlab",
-        mode: str = "offline",
-        entity: str | None = None,
-        group: str | None = None,
-        tags: list[str] | None = None,
+        project: str,
+        mode: str,
+        entity: str | None,
+        group: str | None,
+        tags: list[str],
     ):
         check(
             mode in ("offline", "online", "disabled"),
@@ -34,7 +34,7 @@ class WandbLogger:
             f"must be one of offline, online, disabled (got {mode!r})",
         )
         self.project, self.mode, self.entity = project, mode, entity
-        self.group, self.tags = group, list(tags or [])
+        self.group, self.tags = group, list(tags)
 
 
 class NoLogger:
@@ -61,13 +61,15 @@ class MetricLogger:
     checkpoint so a resumed run's file equals an uninterrupted one.
     """
 
-    def __init__(self, run_dir: Path, settings, config: dict, run_name: str):
+    def __init__(
+        self, run_dir: Path, settings: WandbLogger | NoLogger | None, config: dict, run_name: str
+    ):
         self.run_dir = Path(run_dir)
         self.path = self.run_dir / "metrics.jsonl"
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self.path.touch()
         self._wandb = None
-        if getattr(settings, "mode", "disabled") != "disabled":
+        if settings is not None and settings.mode != "disabled":
             self._wandb = self._init_wandb(settings, config, run_name)
 
     def _init_wandb(self, s: WandbLogger, config: dict, run_name: str):

@@ -1,0 +1,170 @@
+"""What a task gets from the runner: config, run directory, device, RNG, logging, checkpoints."""
+
+from __future__ import annotations
+
+import json
+import os
+import platform
+import signal
+import time
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import torch
+from omegaconf import DictConfig, OmegaConf
+from tqdm.auto import tqdm
+
+from ebmlab.utils.config import build
+from ebmlab.utils.logging import MetricLogger
+from ebmlab.utils.workspace import Workspace, atomic_write_text
+
+FAULT_ENV = "EBMLAB_FAULT_KILL_AT_STEP"  # test hook: SIGKILL the process after this step
+
+
+def hardware_string(device: torch.device) -> str:
+    if device.type == "cuda":
+        return torch.cuda.get_device_name(device)
+    return f"CPU ({platform.processor() or platform.machine()}, {os.cpu_count()} cores)"
+
+
+@dataclass
+class RunContext:
+    cfg: DictConfig
+    run_dir: Path
+    device: torch.device
+    generator: torch.Generator
+    logger: MetricLogger
+    workspace: Workspace
+    scale: str
+    choices: dict
+    _t0: float = field(default_factory=time.perf_counter)
+    _elapsed_before: float = 0.0
+    _paused_at: float | None = None
+    last_good_step: int | None = None  # step of the newest checkpoint written or loaded
+    totals: Any = None  # the loop's Totals (per-step sums), set by run_task
+
+    # ---- components -------------------------------------------------------------------
+    def has(self, group: str) -> bool:
+        node = self.cfg.get(group)
+        return isinstance(node, DictConfig) and "_target_" in node
+
+    def build(self, group: str, **extra):
+        """Validate and instantiate a config group (``model``, ``sampler``, ...)."""
+        return build(self.cfg[group], group, **extra)
+
+    # ---- time -------------------------------------------------------------------------
+    def start_clock(self) -> None:
+        """Start timing compute (call after data preparation, before loading a checkpoint)."""
+        self._t0 = time.perf_counter()
+
+    def _now(self) -> float:
+        if self.device.type == "cuda":
+            torch.cuda.synchronize(self.device)
+        return time.perf_counter()
+
+    def elapsed(self) -> float:
+        """Wall seconds of compute in this run, summed over resumes (paused time excluded)."""
+        now = self._paused_at if self._paused_at is not None else self._now()
+        return self._elapsed_before + now - self._t0
+
+    @contextmanager
+    def clock_paused(self):
+        """Exclude the enclosed work (evaluation, checkpointing) from ``elapsed()``."""
+        if self._paused_at is not None:  # nested: already paused
+            yield
+            return
+        self._paused_at = self._now()
+        try:
+            yield
+        finally:
+            self._t0 += time.perf_counter() - self._paused_at
+            self._paused_at = None
+
+    # ---- progress ---------------------------------------------------------------------
+    def progress(self, total: int, initial: int = 0, desc: str = ""):
+        return tqdm(
+            total=total,
+            initial=initial,
+            desc=desc,
+            disable=not self.cfg.get("progress", True),
+            dynamic_ncols=True,
+            mininterval=0.5,
+            leave=True,
+        )
+
+    # ---- checkpoints ------------------------------------------------------------------
+    def save_checkpoint(self, state: dict, step: int, name: str = "last") -> None:
+        """Atomic checkpoint with the run's RNG, metrics-file offset and elapsed time."""
+        full = dict(state)
+        full["_run"] = {
+            "step": int(step),
+            "generator": self.generator.get_state(),
+            "metrics_offset": self.logger.offset,
+            "elapsed": self.elapsed(),
+        }
+        self.workspace.save(full, name)
+
+    def load_checkpoint(self, name: str = "last") -> dict | None:
+        """Load a checkpoint and restore the run's RNG, metrics file and clock."""
+        state = self.workspace.load(name)
+        if state is None:
+            return None
+        run = state["_run"]
+        self.generator.set_state(run["generator"])
+        self.logger.truncate_to(int(run["metrics_offset"]))
+        self._elapsed_before = float(run["elapsed"])
+        self._t0 = time.perf_counter()
+        self._paused_at = None
+        self.last_good_step = int(run["step"])
+        return state
+
+    def resume(self, **objects) -> dict | None:
+        """Load the last checkpoint, if any: restore the run (see ``load_checkpoint``) and
+        call ``obj.load_state_dict(ckpt[name])`` for every ``name=obj`` given (None skipped).
+        Returns the checkpoint (its ``["_run"]["step"]`` is where to continue) or None."""
+        state = self.load_checkpoint()
+        if state is not None:
+            for name, obj in objects.items():
+                if obj is not None:
+                    obj.load_state_dict(state[name])
+        return state
+
+    def maybe_fault(self, step: int) -> None:
+        """Fault injection for the resume test: SIGKILL after ``step`` if asked by env var."""
+        at = os.environ.get(FAULT_ENV)
+        if at is not None and int(at) == step and not (self.run_dir / ".fault_done").exists():
+            (self.run_dir / ".fault_done").touch()
+            os.kill(os.getpid(), signal.SIGKILL)
+
+    # ---- outputs ----------------------------------------------------------------------
+    def log(self, metrics: dict, step: int) -> None:
+        self.logger.log(metrics, step)
+
+    def save_figure(self, fig, name: str, step: int = 0) -> Path:
+        import matplotlib.pyplot as plt
+
+        path = self.run_dir / "figures" / f"{name}.png"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fig.savefig(path, dpi=120, bbox_inches="tight")
+        plt.close(fig)
+        self.logger.log_figure(name, path, step)
+        return path
+
+    def write_results(self, results: dict) -> Path:
+        meta = {
+            "task": self.choices.get("task"),
+            "scale": self.scale,
+            "hardware": hardware_string(self.device),
+            "seed": int(self.cfg.seed),
+            "choices": self.choices,
+        }
+        out = {**meta, "metrics": results}
+        path = self.run_dir / "results.json"
+        atomic_write_text(path, json.dumps(out, indent=2, default=float, allow_nan=False))
+        self.logger.summary(results)
+        return path
+
+    def config_dict(self) -> dict:
+        return OmegaConf.to_container(self.cfg, resolve=True)

@@ -1,0 +1,217 @@
+"""The target RBM of the RBM sampling benchmark (DLP Sec. 7.2, App. I.3; ACS Sec. 6.1.1):
+trained by CD-k and cached, its block-Gibbs ground truth (cached too), and the ACS mode
+initialisation (ACS Fig. 6).
+
+Caches live in one folder, keyed by a hash of everything that determines their content:
+``rbm-<hash>.pt`` (weights) and ``rbm_gt-<hash>.pt`` (ground-truth samples as uint8). Files
+are written atomically and read with ``torch.load(weights_only=True)``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+from torch import Tensor
+from tqdm.auto import tqdm
+
+from ebmlab.errors import ConfigError, check
+from ebmlab.learning.cd import CD
+from ebmlab.models.rbm import BernoulliRBM, best_class_by_log_prob
+from ebmlab.utils.workspace import atomic_torch_save
+
+log = logging.getLogger(__name__)
+
+TRAIN_SPLITS = ("train", "test", "available")
+
+
+def config_hash(cfg: dict) -> str:
+    """Stable short hash of a JSON-serialisable config (keys sorted)."""
+    blob = json.dumps(cfg, sort_keys=True, default=str, separators=(",", ":"))
+    return hashlib.sha256(blob.encode()).hexdigest()[:16]
+
+
+def cached_rbm(
+    cfg: dict, train_fn: Callable[[], BernoulliRBM], cache_dir: str | Path, device=None
+) -> tuple[BernoulliRBM, bool]:
+    """(the RBM trained under ``cfg``, whether it came from the cache): loaded from
+    ``cache_dir/rbm-<hash(cfg)>.pt`` when present, else ``train_fn()`` is called and its
+    result saved there. ``cfg`` must hold everything that determines the trained weights
+    (model size and init, dataset name/split/binarisation, CD settings, seed)."""
+    path = Path(cache_dir) / f"rbm-{config_hash(cfg)}.pt"
+    if path.is_file():
+        blob = torch.load(path, map_location=device or "cpu", weights_only=True)
+        # init values are placeholders: the saved state dict replaces every parameter
+        model = BernoulliRBM(int(blob["n_visible"]), int(blob["n_hidden"]), 0.0, 0)
+        model.load_state_dict(blob["state_dict"])
+        log.info("loaded cached RBM %s", path)
+        return (model.to(device) if device is not None else model), True
+    model = train_fn()
+    blob = {
+        "state_dict": {k: v.detach().cpu() for k, v in model.state_dict().items()},
+        "n_visible": model.n_visible,
+        "n_hidden": model.n_hidden,
+        "config": json.dumps(cfg, sort_keys=True, default=str),
+    }
+    atomic_torch_save(blob, path)
+    log.info("trained RBM cached at %s", path)
+    return model, False
+
+
+def training_split(dataset, train_split: str, need_labels: bool) -> tuple[str, object]:
+    """(name, split) of the fixed binary images the target RBM is trained on: ``train`` |
+    ``test`` as asked, ``available`` = train when its files exist, else test (declared in
+    results). ConfigError for dynamic (grayscale) data, or when labels are needed (mode
+    initialisation) and the dataset has none."""
+    split = train_split
+    if train_split == "available":
+        try:
+            dataset.check_files(["train"])
+            split = "train"
+        except FileNotFoundError:
+            log.warning(
+                "%s: training files absent; training the RBM on the TEST split", dataset.name
+            )
+            split = "test"
+    dataset.check_files([split])  # missing files fail here, before compute
+    s = dataset.split(split)
+    if s.binarize == "dynamic":
+        raise ConfigError(
+            "dataset.binarize",
+            f"RBM tasks need fixed binary images; {dataset.name} is dynamic here "
+            "(use dataset.binarize=threshold)",
+        )
+    if need_labels and s.labels is None:
+        raise ConfigError(
+            "task.init",
+            f"mode initialisation needs class labels and {dataset.name} has none; use "
+            "task.init=random or a labelled dataset (mnist_threshold, emnist, kmnist, "
+            "omniglot, caltech)",
+        )
+    return split, s
+
+
+def rbm_cache_key(model_cfg, dataset, split: str, cd: CD) -> dict:
+    """What determines the target RBM's weights: data, model size and init, CD settings."""
+    return {
+        "kind": "rbm_cd",
+        "dataset": dataset.name,
+        "binarize": dataset.binarize,
+        "n_valid": dataset.n_valid,
+        "split": split,
+        "n_visible": int(model_cfg.n_visible),
+        "n_hidden": int(model_cfg.n_hidden),
+        "init_std": float(model_cfg.init_std),
+        "init_seed": int(model_cfg.init_seed),
+        "cd": cd.key(),
+    }
+
+
+@dataclass(frozen=True)
+class GroundTruth:
+    """Block-Gibbs ground truth: ``n_ref`` reference samples (the MMD's), ``n_floor`` more (the
+    ground-truth-vs-ground-truth floor), each after ``steps`` sweeps; generator ``seed``."""
+
+    n_ref: int
+    n_floor: int
+    steps: int
+    seed: int
+
+    def __post_init__(self):
+        for key, v in (
+            ("gt_n_ref", self.n_ref),
+            ("gt_n_floor", self.n_floor),
+            ("gt_steps", self.steps),
+        ):
+            check(v >= 1, key, f"must be >= 1 (got {v})")
+
+
+def target_and_ground_truth(
+    key: dict,
+    build_model: Callable[[], BernoulliRBM],
+    cd: CD,
+    train,
+    gt: GroundTruth,
+    cache_dir: Path,
+    device: torch.device,
+    progress: bool,
+) -> tuple[BernoulliRBM, Tensor, Tensor, bool]:
+    """(the frozen CD-trained RBM under ``key`` (see :func:`rbm_cache_key`) on ``train``, its
+    ``gt.n_ref`` reference and ``gt.n_floor`` floor samples (:func:`ground_truth_samples`),
+    whether the RBM came from the cache). All cached; CD uses the learner's own generator."""
+
+    def fit() -> BernoulliRBM:
+        model = build_model().to(device)
+        cd.train(model, train.x.to(device), train.binarize, progress)
+        return model
+
+    model, cached = cached_rbm(key, fit, cache_dir, device=device)
+    for p in model.parameters():
+        p.requires_grad_(False)
+    n = gt.n_ref + gt.n_floor
+    gt_key = {"rbm": config_hash(key), "n": n, "steps": gt.steps, "seed": gt.seed}
+    path = Path(cache_dir) / f"rbm_gt-{config_hash(gt_key)}.pt"
+    mean = train.x.mean(0).to(device)
+    x = ground_truth_samples(model, mean, n, gt.steps, gt.seed, path, progress)
+    return model, x[: gt.n_ref], x[gt.n_ref :], cached
+
+
+@torch.no_grad()
+def ground_truth_samples(
+    model: BernoulliRBM,
+    data_mean: Tensor,
+    n: int,
+    n_steps: int,
+    seed: int,
+    cache_path: Path | None,
+    progress: bool,
+) -> Tensor:
+    """``n`` block-Gibbs samples after ``n_steps`` sweeps from Bernoulli(data mean), float
+    [n, V], with a generator seeded by ``seed``; loaded from / saved to ``cache_path``
+    (uint8) when given."""
+    dev = model.W.device
+    if cache_path is not None and cache_path.is_file():
+        blob = torch.load(cache_path, map_location="cpu", weights_only=True)
+        return blob["samples"].to(dev, torch.float32)
+    gen = torch.Generator(device=dev).manual_seed(seed)
+    p = data_mean.to(dev).expand(n, -1)
+    v = (torch.rand(p.shape, generator=gen, device=dev) < p).float()
+    for _ in tqdm(range(n_steps), desc="ground truth (block Gibbs)", disable=not progress):
+        v = model.sample_v(model.sample_h(v, gen), gen)
+    if cache_path is not None:
+        atomic_torch_save({"samples": v.to(torch.uint8).cpu(), "n_steps": n_steps}, cache_path)
+    return v
+
+
+def mode_init_states(
+    model: BernoulliRBM, x: Tensor, labels: Tensor, n: int, generator: torch.Generator
+) -> tuple[int, Tensor, Tensor]:
+    """ACS mode initialisation (Fig. 6): (class with the highest mean log p~, mean log p~ per
+    class, ``n`` images of that class: drawn without replacement when the class has at
+    least ``n``, else with replacement)."""
+    cls, means = best_class_by_log_prob(model, x, labels)
+    idx = torch.nonzero(labels == cls).flatten()
+    g_dev = generator.device
+    if idx.numel() >= n:
+        pick = idx[torch.randperm(idx.numel(), generator=generator, device=g_dev).cpu()[:n]]
+    else:
+        pick = idx[torch.randint(0, idx.numel(), (n,), generator=generator, device=g_dev).cpu()]
+    return cls, means, x[pick.to(x.device)]
+
+
+def initial_states(
+    model: BernoulliRBM, train, init: str, n: int, generator: torch.Generator
+) -> tuple[Tensor, dict]:
+    """The ``n`` chains' initial states and what to report about them: ``random`` draws them
+    from Bernoulli(training data mean); ``mode`` (ACS Fig. 6) see :func:`mode_init_states`."""
+    dev = model.W.device
+    if init == "random":
+        p = train.x.mean(0).to(dev).expand(n, -1)
+        return (torch.rand(p.shape, generator=generator, device=dev) < p).float(), {}
+    cls, means, x0 = mode_init_states(model, train.x.to(dev), train.labels, n, generator)
+    return x0, {"mode_class": cls, "mode_class_log_prob": float(means[cls])}

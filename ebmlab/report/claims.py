@@ -1,0 +1,203 @@
+"""Paper claims as data, judged against our runs (the reproduction report).
+
+A claim (``conf/claims/<paper>.yaml``) names an experiment, a metric of ``results.json``,
+run selectors and the paper's value or ordering with a tolerance. :func:`judge` finds the
+matching finished runs of the experiment's sweep, averages over seeds (mean +/- std) and
+returns a verdict: ``reproduced``, ``not reproduced`` or ``not run`` (with the reason).
+
+Kinds:
+- ``value``: ``where`` selector, ``paper`` number, ``tolerance`` (absolute) or
+  ``rel_tolerance``.
+- ``ordering``: ``order`` = selectors best first (an entry may be a list of selectors: an
+  unordered group that must all rank below the previous entry), ``direction`` lower|higher,
+  optional ``slack`` (allowed violation in metric units) and ``min_factor`` (each entry must
+  beat the next by at least this factor).
+- ``ratio``: ``numerator`` / ``denominator`` selectors, ``paper`` ratio, ``rel_tolerance``.
+- ``less_than`` / ``greater_than``: ``where`` selector, ``bound``.
+A selector maps config-group choices or dotted config keys to values ({sampler: dmala}).
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import yaml
+
+from ebmlab.report.runs import MISSING, key_value
+
+REPO = Path(__file__).resolve().parents[2]
+CLAIMS_DIR = REPO / "conf" / "claims"
+KINDS = ("value", "ordering", "ratio", "less_than", "greater_than")
+REPRODUCED, NOT_REPRODUCED, NOT_RUN = "reproduced", "not reproduced", "not run"
+
+
+def papers() -> list[str]:
+    return sorted(p.stem for p in CLAIMS_DIR.glob("*.yaml"))
+
+
+def load_claims(paper: str) -> dict:
+    path = CLAIMS_DIR / f"{paper}.yaml"
+    if not path.exists():
+        raise SystemExit(f"no claims file {path}; papers with claims: {', '.join(papers())}")
+    data = yaml.safe_load(path.read_text())
+    for c in data["claims"]:
+        if c.get("kind") not in KINDS:
+            raise SystemExit(f"{path}: claim {c.get('id')}: kind must be one of {KINDS}")
+    return data
+
+
+def _same(actual: str, wanted) -> bool:
+    if actual == MISSING:
+        return False
+    try:
+        return math.isclose(float(actual), float(wanted), rel_tol=1e-9, abs_tol=1e-12)
+    except (TypeError, ValueError):
+        return actual == str(wanted)
+
+
+def matches(run: dict, selector: dict) -> bool:
+    return all(_same(key_value(run, k), v) for k, v in (selector or {}).items())
+
+
+@dataclass
+class Stat:
+    """A metric over the matching runs (one per seed)."""
+
+    values: list[float]
+    seconds: float = 0.0
+    figures: list[str] = field(default_factory=list)
+
+    @property
+    def mean(self) -> float:
+        return statistics.fmean(self.values)
+
+    @property
+    def std(self) -> float:
+        return statistics.stdev(self.values) if len(self.values) > 1 else 0.0
+
+    def fmt(self) -> str:
+        n = len(self.values)
+        return f"{self.mean:.4g} ± {self.std:.2g} (n={n})" if n > 1 else f"{self.mean:.4g} (n=1)"
+
+
+def collect_metric(runs: list[dict], selector: dict, metric: str) -> Stat | None:
+    chosen = [r for r in runs if matches(r, selector) and metric in r["metrics"]]
+    if not chosen:
+        return None
+    figs = [str(p) for r in chosen[:1] for p in sorted((r["run_dir"] / "figures").glob("*.png"))]
+    return Stat(
+        [float(r["metrics"][metric]) for r in chosen],
+        sum(float(r["metrics"].get("seconds", 0.0)) for r in chosen),
+        figs,
+    )
+
+
+def label(sel) -> str:
+    if isinstance(sel, list):
+        return "{" + " | ".join(label(s) for s in sel) + "}"
+    return ", ".join(f"{k}={v}" for k, v in sel.items())
+
+
+@dataclass
+class Verdict:
+    claim: dict
+    verdict: str
+    paper: str
+    ours: str
+    tolerance: str
+    why: str = ""
+    seconds: float = 0.0
+    figures: list[str] = field(default_factory=list)
+
+
+def _ordering(claim: dict, runs: list[dict]) -> Verdict:
+    metric, lower = claim["metric"], claim["direction"] == "lower"
+    groups = [e if isinstance(e, list) else [e] for e in claim["order"]]
+    better = " < " if lower else " > "
+    paper = better.join(label(g if len(g) > 1 else g[0]) for g in groups) + f" ({metric})"
+    stats = [[(s, collect_metric(runs, s, metric)) for s in g] for g in groups]
+    missing = [label(s) for g in stats for s, st in g if st is None]
+    if missing:
+        return Verdict(claim, NOT_RUN, paper, "", "order", f"no runs for {'; '.join(missing)}")
+    slack, factor = float(claim.get("slack", 0.0)), float(claim.get("min_factor", 1.0))
+    fails = []
+    for a, b in zip(stats, stats[1:]):
+        for sa, x in a:
+            for sb, y in b:
+                # lower is better: x * factor <= y (+ slack); higher: x >= y * factor (- slack)
+                if lower:
+                    ok = x.mean * factor <= y.mean + slack
+                else:
+                    ok = x.mean >= y.mean * factor - slack
+                if not ok:
+                    fails.append(f"{label(sa)} ({x.mean:.4g}) vs {label(sb)} ({y.mean:.4g})")
+    ours = "; ".join(f"{label(s)}: {st.fmt()}" for g in stats for s, st in g)
+    tol = (
+        "order"
+        + (f", slack {slack:g}" if slack else "")
+        + (f", factor {factor:g}" if factor != 1 else "")
+    )
+    secs = sum(st.seconds for g in stats for _, st in g)
+    figs = stats[0][0][1].figures
+    why = "violated: " + "; ".join(fails[:4]) if fails else ""
+    return Verdict(
+        claim, NOT_REPRODUCED if fails else REPRODUCED, paper, ours, tol, why, secs, figs
+    )
+
+
+def judge(claim: dict, runs: list[dict]) -> Verdict:
+    """The verdict of one claim given the finished runs of its experiment. A claim that
+    ``needs`` something ebmlab lacks, or is measured outside the runner (``run_by``), is
+    'not run' with that reason when no run matches."""
+    v = _judge(claim, runs)
+    if v.verdict == NOT_RUN and (claim.get("needs") or claim.get("run_by")):
+        v.why = claim.get("needs") or f"measured by `{claim['run_by']}`, not by a run"
+    return v
+
+
+def _judge(claim: dict, runs: list[dict]) -> Verdict:
+    kind, metric = claim["kind"], claim["metric"]
+    if kind == "ordering":
+        return _ordering(claim, runs)
+    if kind == "ratio":
+        num = collect_metric(runs, claim["numerator"], metric)
+        den = collect_metric(runs, claim["denominator"], metric)
+        paper, tol = f"{claim['paper']:g}", f"±{float(claim['rel_tolerance']):.0%}"
+        if num is None or den is None:
+            side = "numerator" if num is None else "denominator"
+            return Verdict(claim, NOT_RUN, paper, "", tol, f"no runs for the {side}")
+        r = num.mean / den.mean
+        ok = abs(r - claim["paper"]) <= float(claim["rel_tolerance"]) * abs(claim["paper"])
+        return Verdict(
+            claim,
+            REPRODUCED if ok else NOT_REPRODUCED,
+            paper,
+            f"{r:.4g} ({num.fmt()} / {den.fmt()})",
+            tol,
+            "",
+            num.seconds + den.seconds,
+            num.figures,
+        )
+    where = claim.get("where", {})
+    st = collect_metric(runs, where, metric)
+    if kind in ("less_than", "greater_than"):
+        paper = f"{'<' if kind == 'less_than' else '>'} {claim['bound']:g}"
+        if st is None:
+            return Verdict(claim, NOT_RUN, paper, "", "bound", f"no runs for {label(where)}")
+        ok = st.mean < claim["bound"] if kind == "less_than" else st.mean > claim["bound"]
+        v = REPRODUCED if ok else NOT_REPRODUCED
+        return Verdict(claim, v, paper, st.fmt(), "bound", "", st.seconds, st.figures)
+    target = float(claim["paper"])
+    if "tolerance" in claim:
+        tol, tol_s = float(claim["tolerance"]), f"±{float(claim['tolerance']):g}"
+    else:
+        tol = float(claim["rel_tolerance"]) * abs(target)
+        tol_s = f"±{float(claim['rel_tolerance']):.0%}"
+    if st is None:
+        return Verdict(claim, NOT_RUN, f"{target:g}", "", tol_s, f"no runs for {label(where)}")
+    ok = abs(st.mean - target) <= tol
+    v = REPRODUCED if ok else NOT_REPRODUCED
+    return Verdict(claim, v, f"{target:g}", st.fmt(), tol_s, "", st.seconds, st.figures)

@@ -1,0 +1,87 @@
+"""GRBM Fig. 1: densities and samples of the 2-D Gaussian mixtures under five sampler settings."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import torch
+
+from ebmlab.data.gmm_toy import KINDS
+
+# Fig. 1 column order; a run's task.label (set by conf/grbm_gmm_setting/) picks its column.
+SETTINGS = (
+    ("gibbs", "Gibbs"),
+    ("langevin_wo_adjust", "Langevin wo. adjust"),
+    ("langevin_w_adjust", "Langevin w. adjust"),
+    ("gibbs_langevin_wo_adjust", "Gibbs-Langevin wo. adjust"),
+    ("gibbs_langevin_w_adjust", "Gibbs-Langevin w. adjust"),
+)
+
+
+def panel_density(ax, z: torch.Tensor, r: float, title: str) -> None:
+    ax.imshow(z.numpy(), origin="lower", extent=(-r, r, -r, r), cmap="viridis")
+    ax.set_title(title, fontsize=9)
+    ax.set_xticks([])
+    ax.set_yticks([])
+
+
+def panel_samples(ax, s: torch.Tensor, r: float, title: str) -> None:
+    s = s[torch.isfinite(s).all(1)].numpy()
+    ax.scatter(s[:, 0], s[:, 1], s=2, alpha=0.5)
+    ax.set_xlim(-r, r)
+    ax.set_ylim(-r, r)
+    ax.set_aspect("equal")
+    ax.set_title(title, fontsize=9)
+    ax.set_xticks([])
+    ax.set_yticks([])
+
+
+def figure(run_dirs: list[Path], out: Path) -> Path:
+    """Fig. 1 from finished runs: rows iso density / samples / aniso density / samples, columns
+    ground truth + the five settings (by label; missing runs leave a blank panel)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    runs = {}
+    for d in run_dirs:
+        for f in sorted(Path(d).rglob("gmm_arrays.pt")):
+            a = torch.load(f, weights_only=True)
+            runs[(a["kind"], a["label"])] = a
+    if not runs:
+        raise SystemExit(f"no gmm_arrays.pt under {', '.join(map(str, run_dirs))}")
+    cols = [("truth", "(a) ground truth")] + [
+        (k, f"({chr(98 + i)}) {t}") for i, (k, t) in enumerate(SETTINGS)
+    ]
+    fig, axes = plt.subplots(4, len(cols), figsize=(2.3 * len(cols), 9.4), squeeze=False)
+    for ax in axes.flat:
+        ax.axis("off")
+    for row, kind in enumerate(KINDS):
+        any_run = next((a for (k, _), a in runs.items() if k == kind), None)
+        for c, (key, title) in enumerate(cols):
+            a = any_run if key == "truth" else runs.get((kind, key))
+            if a is None:
+                continue
+            top, bottom = axes[2 * row, c], axes[2 * row + 1, c]
+            top.axis("on")
+            bottom.axis("on")
+            r = a["plot_range"]
+            if key == "truth":
+                panel_density(top, a["true_density"], r, f"{kind}: density")
+                panel_samples(bottom, a["data"], r, "data")
+            else:
+                panel_density(top, a["neg_energy"], r, f"{kind}: -F(v)")
+                panel_samples(bottom, a["samples"], r, "samples")
+            if row == 0:
+                top.set_title(title, fontsize=9)
+    fig.tight_layout()
+    out = Path(out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(out, dpi=120, bbox_inches="tight")
+    plt.close(fig)
+    return out
+
+
+def make(runs: list[dict], out: Path, title: str = "") -> list[Path]:
+    return [figure([r["run_dir"] for r in runs], out)]

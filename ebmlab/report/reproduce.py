@@ -1,0 +1,148 @@
+"""``make reproduce CLAIMS=dlp``: run the experiments behind a paper's claims (resuming what is
+done), judge every claim and write ``outputs/reproduction/<paper>.md``.
+
+The report lists, per claim: the paper's value or ordering, ours (mean +/- std over seeds),
+the tolerance, the verdict (reproduced / not reproduced / not run, with why), the wall time
+of the runs behind it and their first figure; a header gives the scale and hardware, and a
+closing section the exact commands. A claim may carry a ``finding:`` (what an investigation
+of a non-reproduced claim established); it is printed under the table.
+"""
+
+from __future__ import annotations
+
+import os
+import platform
+import subprocess
+import sys
+import time
+from collections import Counter
+from pathlib import Path
+
+from ebmlab.report.claims import NOT_RUN, judge, load_claims, papers
+from ebmlab.report.runs import collect
+from ebmlab.report.spec import sweep_dir
+
+
+def experiments(claims: list[dict]) -> dict[str, int]:
+    """Experiment -> seeds its claims need (the most any claim asks for)."""
+    out: dict[str, int] = {}
+    for c in claims:
+        out[c["experiment"]] = max(out.get(c["experiment"], 1), int(c.get("seeds", 1)))
+    return out
+
+
+def selectors(claim: dict) -> list[dict]:
+    """Every run selector a claim names."""
+    sels = [claim[k] for k in ("where", "numerator", "denominator") if claim.get(k)]
+    for entry in claim.get("order", []) or []:
+        sels += entry if isinstance(entry, list) else [entry]
+    return sels
+
+
+def launches(claims: list[dict], experiment: str) -> list[dict[str, list]]:
+    """The sweeps that produce exactly the runs an experiment's claims select: selectors with
+    the same keys are merged into one grid (key -> values); the experiment's own sweep covers
+    the keys no selector fixes."""
+    grids: dict[frozenset, dict[str, list]] = {}
+    for c in claims:
+        if c["experiment"] != experiment or c.get("run_by"):
+            continue
+        for sel in selectors(c):
+            grid = grids.setdefault(frozenset(sel), {k: [] for k in sel})
+            for k, v in sel.items():
+                if v not in grid[k]:
+                    grid[k].append(v)
+    return list(grids.values())
+
+
+def run_sweep(experiment: str, scale: str, seeds: int, grid: dict, extra: list[str]) -> int:
+    """``python -m ebmlab.run -m experiment=... scale=... <grid> seed=0,..,n-1``; finished
+    runs return at once, interrupted ones resume. Returns the sweep's exit code."""
+    pins = [f"{k}={','.join(str(v) for v in vals)}" for k, vals in grid.items()]
+    cmd = [
+        sys.executable,
+        "-m",
+        "ebmlab.run",
+        "-m",
+        f"experiment={experiment}",
+        f"scale={scale}",
+        *pins,
+        "seed=" + ",".join(str(s) for s in range(seeds)),
+        "progress=false",
+        *extra,
+    ]
+    print("+", " ".join(cmd), flush=True)
+    return subprocess.run(cmd).returncode
+
+
+def _hardware(runs: list[dict]) -> str:
+    hw = sorted({r["hardware"] for r in runs if r.get("hardware")})
+    return ", ".join(hw) or f"{platform.machine()} ({os.cpu_count()} cores)"
+
+
+def _cell(text: str) -> str:
+    return str(text).replace("|", "\\|").replace("\n", " ")
+
+
+def write_report(paper: str, scale: str, root: Path, out_dir: Path) -> Path:
+    data = load_claims(paper)
+    runs_by_exp = {e: collect(sweep_dir(root, e, scale)) for e in experiments(data["claims"])}
+    verdicts = [judge(c, runs_by_exp[c["experiment"]]) for c in data["claims"]]
+    counts = Counter(v.verdict for v in verdicts)
+    all_runs = [r for rs in runs_by_exp.values() for r in rs]
+    lines = [
+        f"# Reproduction: {data['paper']}",
+        "",
+        f"Scale: **{scale}**. Hardware: {_hardware(all_runs)}. "
+        f"Generated {time.strftime('%Y-%m-%d %H:%M')} from {len(all_runs)} finished runs under "
+        f"`{root}`.",
+        "",
+        "Verdicts: "
+        + ", ".join(
+            f"{k}: {counts.get(k, 0)}" for k in ("reproduced", "not reproduced", "not run")
+        ),
+        "",
+        "| claim | source | paper | ours | tolerance | verdict | wall s | figure |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
+    for v in verdicts:
+        c = v.claim
+        fig = f"[png]({v.figures[0]})" if v.figures else ""
+        verdict = f"**{v.verdict}**" + (f": {v.why}" if v.why else "")
+        lines.append(
+            f"| `{c['id']}`: {_cell(c['text'])} | {_cell(c.get('source', ''))} | "
+            f"{_cell(v.paper)} | {_cell(v.ours)} | {_cell(v.tolerance)} | {_cell(verdict)} | "
+            f"{v.seconds:.0f} | {fig} |"
+        )
+    notes = [v for v in verdicts if v.claim.get("finding") or v.claim.get("scale_note")]
+    if notes:
+        lines += ["", "## Findings and declared deviations", ""]
+        for v in notes:
+            for key in ("scale_note", "finding"):
+                if v.claim.get(key):
+                    lines.append(f"- `{v.claim['id']}` ({key.replace('_', ' ')}): {v.claim[key]}")
+    lines += ["", "## Commands", "", "```", f"make reproduce CLAIMS={paper} SCALE={scale}", "```"]
+    out_dir.mkdir(parents=True, exist_ok=True)
+    path = out_dir / f"{paper}.md"
+    path.write_text("\n".join(lines))
+    not_run = counts.get(NOT_RUN, 0)
+    print(f"{paper}: {dict(counts)} -> {path}" + (f" ({not_run} not run)" if not_run else ""))
+    return path
+
+
+def reproduce(
+    which: str, scale: str, root: Path, out_dir: Path, run: bool, only: list[str], extra: list[str]
+) -> int:
+    """Judge (and with ``run`` first run) the claims of ``which`` (a paper or ``all``)."""
+    names = papers() if which == "all" else [which]
+    worst = 0
+    for paper in names:
+        if run:
+            claims = load_claims(paper)["claims"]
+            for exp, seeds in experiments(claims).items():
+                if only and exp not in only:
+                    continue
+                for grid in launches(claims, exp):
+                    worst = max(worst, run_sweep(exp, scale, seeds, grid, extra))
+        write_report(paper, scale, root, out_dir)
+    return worst

@@ -1,0 +1,95 @@
+"""Finished runs of a sweep, and the settings each ran with.
+
+A run is a directory holding ``results.json``. Its settings are read, in order, from the
+sweep overrides (``.hydra/overrides.yaml``), the config-group choices recorded in
+``results.json``, and the resolved config (``run_config.json``, after the experiment's
+``when:`` settings; else ``.hydra/config.yaml``), so a table can group runs by any key.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import defaultdict
+from pathlib import Path
+
+import yaml
+
+MISSING = "-"
+
+
+def _overrides(run_dir: Path) -> dict[str, str]:
+    f = run_dir / ".hydra" / "overrides.yaml"
+    out = {}
+    if f.exists():
+        for item in yaml.safe_load(f.read_text()) or []:
+            if "=" in item:
+                k, v = item.split("=", 1)
+                out[k.lstrip("+~")] = v
+    return out
+
+
+def _config(run_dir: Path) -> dict:
+    resolved = run_dir / "run_config.json"
+    if resolved.exists():
+        return json.loads(resolved.read_text()).get("config", {})
+    composed = run_dir / ".hydra" / "config.yaml"
+    return (yaml.safe_load(composed.read_text()) or {}) if composed.exists() else {}
+
+
+def collect(sweep_dir: Path) -> list[dict]:
+    """One record per finished run below ``sweep_dir``: run_dir, overrides, choices,
+    config, metrics, scale, hardware, seed."""
+    runs = []
+    for res in sorted(Path(sweep_dir).rglob("results.json")):
+        data = json.loads(res.read_text())
+        run_dir = res.parent
+        runs.append(
+            {
+                "run_dir": run_dir,
+                "overrides": _overrides(run_dir),
+                "choices": data.get("choices", {}),
+                "config": _config(run_dir),
+                "metrics": data["metrics"],
+                "scale": data.get("scale"),
+                "hardware": data.get("hardware"),
+                "seed": data.get("seed"),
+            }
+        )
+    return runs
+
+
+def key_value(run: dict, key: str) -> str:
+    """The run's value of ``key`` (an override, a group choice or a dotted config key)."""
+    if key in run["overrides"]:
+        return run["overrides"][key]
+    if key in run["choices"]:
+        return str(run["choices"][key])
+    node = run.get("config", {})
+    for part in key.split("."):
+        if not isinstance(node, dict) or part not in node:
+            return MISSING
+        node = node[part]
+    return MISSING if isinstance(node, (dict, list)) else str(node)
+
+
+def sort_key(v: str):
+    """Numbers numerically (s = 5, 10, 50, 100), then text."""
+    try:
+        return (0, float(v), "")
+    except ValueError:
+        return (1, 0.0, v)
+
+
+def group_runs(runs: list[dict], keys: list[str]) -> dict[tuple, list[dict]]:
+    groups: dict[tuple, list[dict]] = defaultdict(list)
+    for r in runs:
+        groups[tuple(key_value(r, k) for k in keys)].append(r)
+    return dict(sorted(groups.items(), key=lambda kv: [sort_key(v) for v in kv[0]]))
+
+
+def select(runs: list[dict], where: dict[str, list] | None) -> list[dict]:
+    """The runs whose value of each key in ``where`` is one of the listed values."""
+    if not where:
+        return runs
+    allowed = {k: {str(v) for v in vs} for k, vs in where.items()}
+    return [r for r in runs if all(key_value(r, k) in vs for k, vs in allowed.items())]

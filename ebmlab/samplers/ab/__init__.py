@@ -1,0 +1,33 @@
+"""Any-scale balanced samplers (AB; Sun et al., ICLR 2023).
+
+- :mod:`~ebmlab.samplers.ab.kernel`: the AB step with FIXED parameters (AB-1st, AB-diag,
+  DLP-trace, quadratic with the Gaussian integral trick);
+- :mod:`~ebmlab.samplers.ab.adapt`: the burn-in adaptation (pairs -> W -> D -> (sigma, alpha)
+  -> freeze) that the configs build (``AB1st``, ``ABDiag``, ``ABQuadratic``, ``DLPTrace``);
+- :mod:`~ebmlab.samplers.ab.sdp`: the SDP for the diagonal D (App. A.1).
+"""
+
+from ebmlab.samplers.ab.adapt import AB1st, ABDiag, ABQuadratic, DLPTrace, JumpAdapter, Phase
+from ebmlab.samplers.ab.kernel import (
+    AB1stKernel,
+    ABDiagKernel,
+    ABProposal,
+    ABQuadraticKernel,
+    DLPTraceKernel,
+    GaussianTrick,
+)
+
+__all__ = [
+    "AB1st",
+    "AB1stKernel",
+    "ABDiag",
+    "ABDiagKernel",
+    "ABProposal",
+    "ABQuadratic",
+    "ABQuadraticKernel",
+    "DLPTrace",
+    "DLPTraceKernel",
+    "GaussianTrick",
+    "JumpAdapter",
+    "Phase",
+]

@@ -1,0 +1,189 @@
+"""Run-directory identity, ownership and status.
+
+- Identity: a run directory belongs to ONE resolved configuration. ``run_config.json``
+  holds the config and its hash; a finished run is reused only when the hash matches, and
+  a mismatch is an error that names the differing keys (``fresh=true`` starts afresh).
+- Ownership: one process writes a run directory at a time (``.lock`` with pid and host);
+  a lock left by a killed process is taken over.
+- Status: in a sweep each job leaves ``status.json`` (exit code and one-line message).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+import shutil
+import socket
+import sys
+import time
+from contextlib import contextmanager
+from pathlib import Path
+
+from omegaconf import DictConfig, OmegaConf
+
+from ebmlab.errors import ConfigError
+from ebmlab.utils.workspace import atomic_write_text
+
+# keys that change how a run is shown or stored, never its numbers
+NON_IDENTITY_KEYS = (
+    "progress",
+    "fresh",
+    "logger",
+    "paths",
+    "name",
+    "report",
+    "claims",
+    "when",
+    "grid",
+)
+MAX_NAME = 200  # characters of a run-directory name before it is shortened with a hash (limit 255)
+_SAFE = re.compile(r"[^A-Za-z0-9._,=+\-]")
+
+
+# (run_dir, exit code, message) of each job of this process's sweep; a module of its own so
+# that ``python -m ebmlab.run`` (module __main__) and Hydra's callback (ebmlab.run) share it
+SWEEP_JOBS: list[tuple[Path, int, str]] = []
+
+
+class RunDirError(RuntimeError):
+    """The run directory cannot be used (held by another process)."""
+
+
+def short_name(override_dirname: str) -> str:
+    """A run-directory name from Hydra's override string: safe characters only, no
+    separators (a value with ``/`` does not nest), at most ``MAX_NAME`` characters."""
+    if not override_dirname:
+        return "default"
+    name = _SAFE.sub("_", override_dirname)
+    if len(name) > MAX_NAME:
+        digest = hashlib.sha1(override_dirname.encode()).hexdigest()[:12]
+        name = f"{name[: MAX_NAME - 13]}_{digest}"
+    return name
+
+
+def identity(cfg: DictConfig) -> dict:
+    """The resolved config that decides a run's numbers, and its hash."""
+    config = OmegaConf.to_container(cfg, resolve=True)
+    for k in NON_IDENTITY_KEYS:
+        config.pop(k, None)
+    text = json.dumps(config, sort_keys=True, default=str)
+    return {"hash": hashlib.sha256(text.encode()).hexdigest()[:16], "config": config}
+
+
+def _diff(a, b, prefix: str = "") -> list[str]:
+    if isinstance(a, dict) and isinstance(b, dict):
+        out = []
+        for k in sorted(set(a) | set(b), key=str):
+            key = f"{prefix}.{k}" if prefix else str(k)
+            if k not in a or k not in b:
+                out.append(key)
+            else:
+                out += _diff(a[k], b[k], key)
+        return out
+    return [] if a == b else [prefix or "<root>"]
+
+
+def claim(run_dir: Path, ident: dict) -> dict | None:
+    """Tie ``run_dir`` to ``ident``. Returns the finished results when this very config
+    already completed there, None when the run should start or resume."""
+    path = run_dir / "run_config.json"
+    results = run_dir / "results.json"
+    if path.exists():
+        old = json.loads(path.read_text())
+        if old.get("hash") != ident["hash"]:
+            keys = _diff(old.get("config", {}), ident["config"])
+            shown = ", ".join(keys[:6]) + (f" (+{len(keys) - 6} more)" if len(keys) > 6 else "")
+            raise ConfigError(
+                "run directory",
+                f"{run_dir} holds a run of another configuration (differs at: {shown}); "
+                "pass fresh=true to discard it, or choose another directory "
+                "(hydra.run.dir=...)",
+            )
+        if results.exists():
+            return json.loads(results.read_text())["metrics"]
+        return None
+    if results.exists() or (run_dir / "checkpoints").exists():
+        raise ConfigError(
+            "run directory",
+            f"{run_dir} holds a run with no recorded configuration (an older ebmlab); "
+            "pass fresh=true to discard it, or choose another directory",
+        )
+    atomic_write_text(path, json.dumps(ident, indent=2, sort_keys=True, default=str))
+    return None
+
+
+def clear(run_dir: Path) -> None:
+    """``fresh=true``: discard checkpoints, figures, logs, results and the identity."""
+    for name in ("checkpoints", "figures", "wandb"):
+        shutil.rmtree(run_dir / name, ignore_errors=True)
+    for name in (
+        "metrics.jsonl",
+        "results.json",
+        "wandb_id.txt",
+        ".fault_done",
+        "run_config.json",
+        "status.json",
+    ):
+        (run_dir / name).unlink(missing_ok=True)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+@contextmanager
+def lock(run_dir: Path):
+    """Hold ``run_dir/.lock`` while the run writes; refuse a directory another live
+    process holds; take over a lock whose process is gone."""
+    run_dir.mkdir(parents=True, exist_ok=True)
+    path = run_dir / ".lock"
+    me = {"pid": os.getpid(), "host": socket.gethostname(), "since": time.time()}
+    while True:
+        try:
+            fd = os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)
+        except FileExistsError:
+            try:
+                owner = json.loads(path.read_text() or "{}")
+            except (OSError, ValueError):
+                owner = {}
+            pid, host = owner.get("pid"), owner.get("host")
+            if isinstance(pid, int) and (host != me["host"] or _alive(pid)):
+                since = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(owner.get("since", 0)))
+                raise RunDirError(
+                    f"run directory {run_dir} is in use by process {pid} on {host} "
+                    f"(since {since}); wait for it to finish, or delete {path} if that "
+                    "process is gone"
+                ) from None
+            print(
+                f"ebmlab: taking over a stale lock {path} (process {pid} is gone)", file=sys.stderr
+            )
+            path.unlink(missing_ok=True)
+            continue
+        with os.fdopen(fd, "w") as f:
+            f.write(json.dumps(me))
+        break
+    try:
+        yield
+    finally:
+        path.unlink(missing_ok=True)
+
+
+def kept_checkpoint(ctx) -> str:
+    """Says which checkpoint really exists after a failure."""
+    last = ctx.workspace.last
+    if ctx.last_good_step is not None and last.exists():
+        return f"the last good checkpoint is {last} (step {ctx.last_good_step})"
+    return "no checkpoint had been written before it"
+
+
+def write_status(run_dir: Path, code: int, message: str) -> None:
+    run_dir.mkdir(parents=True, exist_ok=True)
+    atomic_write_text(run_dir / "status.json", json.dumps({"exit_code": code, "message": message}))

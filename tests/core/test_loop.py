@@ -1,0 +1,148 @@
+"""The one run loop: cadence, totals on the device, resume, divergence, finite results."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import pytest
+import torch
+from omegaconf import OmegaConf
+
+from ebmlab.core.context import RunContext
+from ebmlab.core.loop import Cadence, History, LoopTask, Totals, check_finite, run_task
+from ebmlab.errors import ConfigError, DivergenceError
+from ebmlab.utils.logging import MetricLogger, read_metrics
+from ebmlab.utils.workspace import Workspace
+
+
+class Counter(LoopTask):
+    """A random walk: x += N(0, 1) per step; diverges at ``blow_up_at`` if set."""
+
+    main_metric = "x"
+
+    def __init__(self, n=20, eval_every=5, checkpoint_every=10, blow_up_at=None, crash_at=None):
+        self.cad = Cadence(n, eval_every, checkpoint_every)
+        self.blow_up_at, self.crash_at = blow_up_at, crash_at
+
+    def build(self, ctx):
+        return {"x": torch.zeros(())}
+
+    def cadence(self, parts):
+        return self.cad
+
+    def step(self, parts, step, ctx):
+        if step == self.crash_at:
+            raise KeyboardInterrupt  # stands in for a kill between checkpoints
+        parts["x"] = parts["x"] + torch.randn((), generator=ctx.generator)
+        if step == self.blow_up_at:
+            parts["x"] = parts["x"] * math.inf
+        return {"x_step": parts["x"], "evals": 2}
+
+    def evaluate(self, parts, step, ctx):
+        return {"x": float(parts["x"])}
+
+    def state_dict(self, parts):
+        return {"x": parts["x"]}
+
+    def load_state_dict(self, parts, d):
+        parts["x"] = d["x"]
+
+    def finish(self, parts, history, ctx):
+        return {"x": float(parts["x"]), "evals": ctx.totals.mean("evals"), "n_evals": len(history)}
+
+
+def make_ctx(run_dir: Path) -> RunContext:
+    cfg = OmegaConf.create({"seed": 0, "progress": False})
+    dev = torch.device("cpu")
+    return RunContext(
+        cfg=cfg,
+        run_dir=run_dir,
+        device=dev,
+        generator=torch.Generator().manual_seed(0),
+        logger=MetricLogger(run_dir, None, {}, "t"),
+        workspace=Workspace(run_dir),
+        scale="smoke",
+        choices={},
+    )
+
+
+def test_cadence_validates_and_always_ends_on_last_step():
+    c = Cadence(25, 10, 7)
+    assert [s for s in range(1, 26) if c.evaluates(s)] == [10, 20, 25]
+    assert [s for s in range(1, 26) if c.checkpoints(s)] == [7, 14, 21, 25]
+    with pytest.raises(ConfigError, match="task.eval_every"):
+        Cadence(10, 0, 1)
+    with pytest.raises(ConfigError, match="task.n_steps"):
+        Cadence(2.5, 1, 1)
+
+
+def test_totals_sum_on_device_and_window_resets():
+    t = Totals(torch.device("cpu"))
+    t.add({"a": torch.tensor(1.0, dtype=torch.float32), "n": 3})
+    t.add({"a": torch.tensor(2.0), "n": 3})
+    assert isinstance(t.sums["a"], torch.Tensor) and t.sums["a"].dtype == torch.float64
+    assert t.mean("a") == 1.5 and t.total("n") == 6
+    assert t.window() == {"a": 1.5, "n": 3.0}
+    t.add({"a": 4.0})
+    assert t.window() == {"a": 4.0}
+    assert math.isnan(t.mean("missing"))
+    u = Totals(torch.device("cpu"))
+    u.load_state_dict(t.state_dict())
+    assert u.mean("a") == t.mean("a") and u.counts == t.counts
+
+
+def test_history_columns():
+    h = History([{"step": 1, "a": 2.0}, {"step": 2}])
+    assert h.column("a") == [2.0] and h.last("a") == 2.0 and h.last("b", 7) == 7 and len(h) == 2
+
+
+def test_run_task_results_logs_and_checkpoints(tmp_path):
+    ctx = make_ctx(tmp_path)
+    res = run_task(Counter(), ctx)
+    assert res["evals"] == 2.0 and res["n_evals"] == 4
+    rows = read_metrics(tmp_path / "metrics.jsonl")
+    assert [r["step"] for r in rows] == [5, 10, 15, 20]
+    assert all("x_step" in r and "seconds" in r for r in rows)
+    assert ctx.workspace.last.exists() and ctx.last_good_step == 20
+
+
+def test_resume_from_any_point_gives_identical_results(tmp_path):
+    ref = run_task(Counter(), make_ctx(tmp_path / "ref"))
+    for crash_at in (3, 11, 20):
+        d = tmp_path / f"crash{crash_at}"
+        with pytest.raises(KeyboardInterrupt):
+            run_task(Counter(crash_at=crash_at), make_ctx(d))
+        assert run_task(Counter(), make_ctx(d)) == ref
+    # killed after the final checkpoint, before results: finish() alone reproduces them
+    assert run_task(Counter(), make_ctx(tmp_path / "ref")) == ref
+
+
+def test_divergence_names_step_and_never_checkpoints_nonfinite_state(tmp_path):
+    # detected at the first checkpoint after the blow-up (no per-step host sync)
+    ctx = make_ctx(tmp_path)
+    with pytest.raises(DivergenceError, match="step 20: the state to checkpoint"):
+        run_task(Counter(n=30, blow_up_at=13, eval_every=100, checkpoint_every=10), ctx)
+    state = ctx.workspace.load()
+    assert state["_run"]["step"] == 10 and torch.isfinite(state["task"]["x"])
+    assert ctx.last_good_step == 10
+
+
+def test_divergence_caught_at_evaluation(tmp_path):
+    with pytest.raises(DivergenceError, match="evaluated metric"):
+        run_task(Counter(blow_up_at=4, eval_every=5, checkpoint_every=100), make_ctx(tmp_path))
+
+
+def test_nonfinite_result_is_a_divergence(tmp_path):
+    class NaNResult(Counter):
+        def finish(self, parts, history, ctx):
+            return {"x": float("nan")}
+
+    with pytest.raises(DivergenceError, match="result"):
+        run_task(NaNResult(), make_ctx(tmp_path))
+
+
+def test_check_finite_names_nested_entries():
+    check_finite({"a": {"b": torch.ones(2)}, "c": [1.0]}, 1, "state")
+    with pytest.raises(DivergenceError, match=r"a\.b"):
+        check_finite({"a": {"b": torch.tensor([1.0, math.nan])}}, 1, "state")

@@ -1,0 +1,120 @@
+"""python -m ebmlab.report: tables and inputs of an experiment from (fabricated) sweep runs."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import yaml
+
+from ebmlab.report.__main__ import main
+from ebmlab.report.runs import collect, key_value
+
+
+def fake_run(root: Path, experiment: str, scale: str, overrides: dict, metrics: dict, **kw):
+    """A finished run as ``python -m ebmlab.run -m`` leaves it (results, overrides, config)."""
+    name = ",".join(f"{k}={v}" for k, v in overrides.items()) or "default"
+    d = root / "multirun" / experiment / scale / name
+    (d / ".hydra").mkdir(parents=True)
+    (d / ".hydra" / "overrides.yaml").write_text(
+        yaml.safe_dump([f"{k}={v}" for k, v in overrides.items()])
+    )
+    (d / "run_config.json").write_text(json.dumps({"hash": "x", "config": kw.get("config", {})}))
+    results = {
+        "scale": scale,
+        "hardware": "CPU (test)",
+        "seed": int(overrides.get("seed", 0)),
+        "choices": kw.get("choices", {}),
+        "metrics": metrics,
+    }
+    (d / "results.json").write_text(json.dumps(results))
+    rows = kw.get("curve", [])
+    (d / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    return d
+
+
+def test_table_of_an_experiment_with_seeds_curves_and_scale(tmp_path, capsys):
+    exp = "dlp/fig3_ising_sampling"
+    curve = [{"step": s, "seconds": 0.1 * s, "log_rmse": -s / 10} for s in (10, 20, 30)]
+    for seed, v in ((0, -5.0), (1, -6.0)):
+        fake_run(tmp_path, exp, "smoke", {"sampler": "dmala", "seed": seed}, {"log_rmse": v},
+                 curve=curve)  # fmt: skip
+    fake_run(tmp_path, exp, "smoke", {"sampler": "gwg"}, {"log_rmse": -4.5}, curve=curve)
+    fake_run(tmp_path, exp, "paper", {"sampler": "gwg"}, {"log_rmse": -9.0})  # other scale
+    main(["table", exp, "--scale", "smoke", "--root", str(tmp_path)])
+    out = tmp_path / "tables" / exp / "smoke"
+    md = (out / "table.md").read_text()
+    assert "(smoke scale)" in md and "Scale: **smoke**. Hardware: CPU (test). Runs: 3" in md
+    assert "| dmala | 2 | -5.5 ± 0.71 |" in md and "| gwg | 1 | -4.5 |" in md
+    assert (out / "table.csv").read_text().startswith("sampler,seeds,log_rmse")
+    assert (out / "table_log_rmse.png").stat().st_size > 1000
+    assert "written:" in capsys.readouterr().out
+
+
+def test_paper_values_smoke_note_and_included_experiments(tmp_path):
+    exp = "rmwggis/table3_ising_learning"  # its table includes dlp/fig5_ising_learning's runs
+    fake_run(tmp_path, exp, "smoke", {"learner": "rm"}, {"log_rmse": -3.1},
+             choices={"learner": "rm", "sampler": None})  # fmt: skip
+    fake_run(tmp_path, "dlp/fig5_ising_learning", "smoke",
+             {"sampler": "gwg", "learner.sampler_steps": 5}, {"log_rmse": -3.5},
+             choices={"learner": "pcd", "sampler": "gwg"})  # fmt: skip
+    main(["table", exp, "--scale", "smoke", "--root", str(tmp_path)])
+    md = (tmp_path / "tables" / exp / "smoke" / "table.md").read_text()
+    assert "| pcd | gwg | 5 | 1 | -3.5 |" in md and "| rm | None | - | 1 | -3.1 |" in md
+
+    ebm = "dlp/table1_ebm_learning"
+    fake_run(tmp_path, ebm, "smoke", {"dataset": "static_mnist", "sampler": "gwg"},
+             {"test_ll": -90.0})  # fmt: skip
+    main(["table", ebm, "--scale", "smoke", "--root", str(tmp_path)])
+    md = (tmp_path / "tables" / ebm / "smoke" / "table.md").read_text()
+    assert "smoke scale: narrow ResNet" in md  # the experiment's smoke note
+    assert "paper test_ll" in md and "| gwg | static_mnist | 1 | -90 |" in md
+    assert md.splitlines()[-1].split("|")[-3].strip() == "-80.01"  # DLP Table 1, GWG
+
+
+def test_where_per_and_config_keys(tmp_path):
+    exp = "ab/tables1to5_ess"
+    for target in ("grid_J0.3000", "blr"):
+        for sampler in ("gibbs", "ab_trace"):
+            fake_run(tmp_path, exp, "smoke", {"ab_target": target, "sampler": sampler},
+                     {"ess_n": 1.0}, config={"task": {"target": target}})  # fmt: skip
+    main(["table", exp, "--scale", "smoke", "--root", str(tmp_path)])
+    out = tmp_path / "tables" / exp / "smoke"
+    assert sorted(p.name for p in out.glob("*.md")) == ["nonquadratic.md", "table2.md"]
+    assert "blr" not in (out / "table2.md").read_text()
+    nonq = (out / "nonquadratic.md").read_text()
+    assert "paper sigma" in nonq and "| blr | ab_trace | 1 | 1 |" in nonq
+    run = collect(tmp_path / "multirun" / exp / "smoke")[0]
+    assert key_value(run, "task.target") == key_value(run, "ab_target")  # from run_config.json
+    assert key_value(run, "task.nothing") == "-"
+
+
+def test_inputs_name_the_trained_model_of_each_dataset(tmp_path, capsys):
+    learn = "dlp/table1_ebm_learning"
+    dirs = {
+        ds: fake_run(tmp_path, learn, "smoke", {"dataset": ds, "sampler": "gwg"}, {"test_ll": 1})
+        for ds in ("static_mnist", "caltech")
+    }
+    fake_run(tmp_path, learn, "smoke", {"dataset": "caltech", "sampler": "dmala"}, {"test_ll": 2})
+    main(["inputs", "acs/fig5_ebm_mixing", "--scale", "smoke", "--root", str(tmp_path)])
+    line = capsys.readouterr().out.strip()
+    assert line == (
+        f"++trained_ebm={{caltech:'{dirs['caltech']}',static_mnist:'{dirs['static_mnist']}'}}"
+    )
+    with pytest.raises(SystemExit, match="run that experiment first"):
+        main(["inputs", "acs/fig5_ebm_mixing", "--scale", "paper", "--root", str(tmp_path)])
+
+
+def test_no_runs_and_unknown_experiment_are_clear_errors(tmp_path):
+    with pytest.raises(SystemExit, match="no results.json under"):
+        main(["table", "acs/fig1_toy", "--scale", "smoke", "--root", str(tmp_path)])
+    with pytest.raises(SystemExit, match="unknown experiment 'nope'; known: ab/"):
+        main(["table", "nope", "--root", str(tmp_path)])
+
+
+def test_adhoc_table_of_any_sweep_directory(tmp_path):
+    sweep = fake_run(tmp_path, "x", "smoke", {"sampler": "gwg"}, {"m": 2.0}).parent
+    out = tmp_path / "t" / "adhoc"
+    main(["runs", str(sweep), "--group", "sampler", "--metrics", "m", "--out", str(out)])
+    assert "| gwg | 1 | 2 |" in out.with_suffix(".md").read_text()

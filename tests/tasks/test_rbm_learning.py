@@ -1,0 +1,109 @@
+"""RBM learning (ACS Table 1): ACS-PCD's schedule (Algorithm 6), and the rbm_learning task end
+to end on the fixture images: AIS against exact enumeration for a tiny RBM, ACS-PCD, and
+kill/resume."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+
+from ebmlab.errors import ConfigError
+from ebmlab.learning.acs_pcd import ACSPCD
+from ebmlab.models.rbm import BernoulliRBM
+from ebmlab.samplers.acs import ACS
+from ebmlab.samplers.dlp import DMALA
+from tests.helpers import REPO, from_conf, run_cli
+
+FIX = REPO / "tests" / "fixtures" / "images"
+EXP = ["experiment=acs/table1_rbm_learning", "scale=smoke", "dataset=static_mnist"]
+TINY = [f"dataset.data_dir={FIX}", "model.n_hidden=8", "task.n_iters=20", "task.n_show=4"]
+TINY += ["learner.buffer_size=10", "learner.batch_size=10"]
+
+
+def _rbm(v: int = 12, h: int = 5, seed: int = 0) -> BernoulliRBM:
+    m = from_conf("model/rbm", n_visible=v, n_hidden=h)
+    g = torch.Generator().manual_seed(seed)
+    with torch.no_grad():
+        m.W.copy_(torch.randn(m.W.shape, generator=g))
+        m.b.copy_(torch.randn(m.b.shape, generator=g))
+        m.c.copy_(torch.randn(m.c.shape, generator=g))
+    return m
+
+
+def test_acs_pcd_schedule(gen):
+    """Algorithm 6: iteration 0 re-tunes alpha_max, 1 re-tunes alpha_min, the first iteration of
+    a later cycle explores without MH (accept 1, explore_steps evaluations), others exploit."""
+    model = _rbm(v=16, h=6)
+    data = (torch.rand(40, 16, generator=gen) < 0.3).float()
+    sampler = from_conf("sampler/acs", tune=False, alpha_ceil=5.0)
+    schedule = dict(cycle_length=4, retune_max_every=10, retune_min_every=10, tune_budget=10,
+                    adaptive_floor=False, explore_steps=3)  # fmt: skip
+    learner = from_conf(
+        "learner/acs_pcd", buffer_size=8, batch_size=8, sampler_steps=6, acs=schedule
+    )
+    assert isinstance(learner, ACSPCD) and isinstance(sampler, ACS)
+    learner.setup(model, data, gen, sampler)
+    phases, evals, accs = [], [], []
+    for _ in range(9):
+        info = learner.step(model, gen)
+        phases.append(info["phase"])
+        evals.append(info["n_log_prob"])
+        accs.append(info["accept_rate"])
+        assert math.isfinite(info["loss"])
+    assert phases == [2.0, 3.0, 0.0, 0.0, 1.0, 0.0, 0.0, 0.0, 1.0]
+    assert evals[0] == 1 + 10 and evals[4] == 1 + 3 and evals[2] == 1 + 6
+    assert accs[4] == 1.0  # exploration: no MH
+    assert sampler.alpha_max >= sampler.alpha_min > 0
+
+
+def test_acs_pcd_rejects_other_samplers(gen):
+    learner = from_conf("learner/acs_pcd", buffer_size=4, batch_size=4, sampler_steps=2)
+    with pytest.raises(ConfigError, match="acs_pcd needs sampler=acs"):
+        learner.setup(_rbm(), torch.zeros(5, 12), gen, DMALA(0.2, None))
+
+
+def test_task_config_errors_name_the_key():
+    with pytest.raises(ConfigError, match="ais_every"):
+        from_conf("task/rbm_learning", eval_every=100, ais_every=150)
+    with pytest.raises(ConfigError, match="train_n"):
+        from_conf("task/rbm_learning", train_n=0)
+
+
+def test_rbm_learning_cli_ais_close_to_exact(tmp_path):
+    """Tiny RBM (8 hidden units): the task's AIS log Z / test LL match exact enumeration, and a
+    running AIS is logged at every ais_every-th evaluation before the last."""
+    args = [*EXP, *TINY, "sampler=gwg", "task.ais_temps=500", "task.eval_every=5"]
+    p = run_cli([*args, "task.ais_every=10", "task.ais_every_temps=50"], tmp_path / "run")
+    r = p.results
+    assert math.isfinite(r["test_ll"]) and r["n_iters"] == 20 and r["evals_per_iter"] == 11
+    tol = 0.05 + 5 * r["log_z_stderr"]
+    assert abs(r["log_z"] - r["log_z_exact"]) < tol
+    assert abs(r["test_ll"] - r["test_ll_exact"]) < tol
+    run = tmp_path / "run"
+    rows = [line for line in (run / "metrics.jsonl").read_text().splitlines()]
+    assert sum('"log_z_running"' in row for row in rows) == 1  # step 10 (not 20: final AIS)
+    assert (run / "figures" / "loss.png").is_file() and (run / "figures" / "buffer.png").is_file()
+
+
+@pytest.mark.slow
+def test_rbm_learning_acs_cli(tmp_path):
+    exp = ["experiment=acs/table1_rbm_learning_acs", "scale=smoke", "dataset=static_mnist"]
+    p = run_cli([*exp, *TINY, "task.ais_temps=300"], tmp_path / "run")
+    assert math.isfinite(p.results["test_ll"]) and 0 < p.results["accept_rate"] <= 1
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("kill_at", [13, 20], ids=["mid_run", "after_last_checkpoint"])
+def test_rbm_learning_resume_after_sigkill_is_exact(tmp_path, kill_at):
+    args = [*EXP, *TINY, "task.ais_temps=200", "task.eval_every=5", "task.checkpoint_every=10"]
+    clean = run_cli(args, tmp_path / "clean").results
+    env = {"EBMLAB_FAULT_KILL_AT_STEP": str(kill_at)}
+    killed = run_cli(args, tmp_path / "killed", check=False, env=env)
+    assert killed.returncode == -9 and killed.results is None, killed.stderr
+    resumed = run_cli(args, tmp_path / "killed").results
+    timing = {"seconds", "time_per_iter", "ais_seconds"}
+    assert {k: v for k, v in resumed.items() if k not in timing} == {
+        k: v for k, v in clean.items() if k not in timing
+    }

@@ -1,0 +1,126 @@
+"""sampler_ess (AB ESS tables) task: the ESS_n normalisation on a known case, config checks,
+and tiny end-to-end runs through the real entry point (LB tuning, AB adaptation within
+burn-in, Gibbs query counts, kill and resume)."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+
+from ebmlab.errors import ConfigError
+from ebmlab.metrics.ess import ess_1d, ess_per_queries
+from ebmlab.utils.logging import read_metrics
+from tests.helpers import from_conf, run_cli
+
+# ---------------------------------------------------------------------------------- ESS_n
+
+
+def test_ess_n_on_ar1_chains_matches_the_analytic_value(gen):
+    """AR(1) with coefficient phi has ESS = n (1 - phi) / (1 + phi); a sampler costing q
+    queries per step then has ESS_n = ESS * 10,000 / (q n). Monte Carlo band from 64 chains."""
+    n, chains, phi, q = 20000, 64, 0.6, 3
+    e = torch.randn(n, chains, generator=gen, dtype=torch.float64)
+    x = torch.zeros_like(e)
+    x[0] = e[0] / math.sqrt(1 - phi**2)
+    for t in range(1, n):
+        x[t] = phi * x[t - 1] + e[t]
+    ess = ess_1d(x)
+    expected = n * (1 - phi) / (1 + phi)
+    got = ess_per_queries(float(ess.mean()), q * n)
+    want = expected * 10_000 / (q * n)
+    # per-chain relative sd of the ESS estimate is about 5% here; the mean over 64 chains 1%
+    rel_sd = float(ess.std() / ess.mean()) / math.sqrt(chains)
+    assert abs(got - want) / want < 5 * rel_sd + 0.01, (got, want)
+    assert want == pytest.approx(10_000 * 0.25 / 3)
+    with pytest.raises(ValueError):
+        ess_per_queries(1.0, 0)
+
+
+def test_sampler_ess_validates_its_config():
+    with pytest.raises(ConfigError, match="burn_in"):
+        from_conf("task/sampler_ess", n_steps=100, burn_in=98)
+    with pytest.raises(ConfigError, match="tune_accept"):
+        from_conf("task/sampler_ess", tune_accept=1.5)
+    with pytest.raises(ConfigError, match="tune_accept"):
+        from_conf("task/sampler_ess", n_steps=100, burn_in=0, tune_accept=0.5)
+    with pytest.raises(ConfigError, match="tune_attr"):  # tunes the step size, nothing else
+        from_conf("task/sampler_ess", tune_attr="radius")
+
+
+# ---------------------------------------------------------------------------------- end to end
+
+ESS = ["experiment=ab/tables1to5_ess", "scale=smoke"]
+ESS_TINY = ["task.n_chains=4", "task.n_steps=300", "task.burn_in=100", "task.log_every=50"]
+
+
+def test_sampler_ess_end_to_end_dmala_tuned_on_small_ising(tmp_path):
+    """LB baseline = DMALA tuned to 0.574 during burn-in: the step size moves during burn-in
+    only, the reported counts are one query per step, ESS_n = ESS * 10,000 / (queries per
+    step * post steps)."""
+    args = [*ESS, "model.n_side=4", "sampler=dmala", "task.tune_accept=0.574", *ESS_TINY]
+    r = run_cli(args, tmp_path / "lb").results
+    assert r["step_size"] != pytest.approx(0.2)
+    assert r["queries_per_step"] == 1.0 and r["grad_evals_per_step"] == 1.0
+    assert r["ess_n"] == pytest.approx(r["ess"] * 10_000 / (1.0 * 200), rel=1e-6)
+    assert 0 < r["ess"] <= 200 * math.log10(200)
+    assert 0 <= r["accept_rate"] <= 1 and 0 <= r["burn_in_accept_rate"] <= 1 and r["ess_t"] > 0
+    rows = read_metrics(tmp_path / "lb" / "metrics.jsonl")
+    assert [row["step"] for row in rows] == [50, 100, 150, 200, 250, 300]
+    assert [row["burn_in"] for row in rows] == [1.0, 1.0, 0.0, 0.0, 0.0, 0.0]
+    assert len({row["step_size"] for row in rows[1:]}) == 1  # frozen after burn-in
+    assert rows[-1]["step_size"] == r["step_size"]
+
+
+@pytest.mark.slow
+def test_sampler_ess_end_to_end_ab_and_gibbs_on_ordinal_target(tmp_path):
+    """AB-1st adapts only within the task's burn-in (sync_burn_in), then runs its frozen
+    kernel; Gibbs on {0..20}^d costs S - 1 = 20 queries per step."""
+    common = [*ESS, "ab_target=rotated_medium", "model.dim=6", *ESS_TINY]
+    ab = run_cli([*common, "sampler=ab_1st", "sampler.n_probe=10"], tmp_path / "ab").results
+    assert ab["queries_per_step"] == 1.0 and ab["sigma"] > 0 and 0.5 <= ab["alpha"] < 1
+    rows = read_metrics(tmp_path / "ab" / "metrics.jsonl")
+    assert len({(row["sigma"], row["alpha"]) for row in rows if row["step"] >= 100}) == 1
+    gibbs = run_cli([*common, "sampler=gibbs"], tmp_path / "gibbs").results
+    assert gibbs["queries_per_step"] == 20.0
+    assert gibbs["ess_n"] == pytest.approx(gibbs["ess"] * 10_000 / (20.0 * 200), rel=1e-6)
+
+
+def test_sampler_ess_rejects_a_learnable_model(tmp_path):
+    p = run_cli(
+        ["task=sampler_ess", "model=ising", "sampler=gibbs", *ESS_TINY],
+        tmp_path / "bad",
+        check=False,
+    )
+    assert p.returncode == 2 and "fixed target" in p.stderr
+
+
+def test_sampler_ess_rejects_tuning_a_sampler_without_step_size(tmp_path):
+    args = [*ESS, "model.n_side=4", "sampler=gibbs", "task.tune_accept=0.574", *ESS_TINY]
+    p = run_cli(args, tmp_path / "bad", check=False)
+    assert p.returncode == 2 and "step_size" in p.stderr
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("kill_at", [150, 300], ids=["mid_run", "after_last_checkpoint"])
+def test_sampler_ess_resumes_bit_for_bit_after_a_kill(tmp_path, kill_at):
+    """Killed during burn-in (resumes from step 100, mid-tuning) or after the last step
+    (resumes straight into finish): every number but the timings is identical."""
+    args = [
+        *ESS,
+        "model.n_side=4",
+        "sampler=dmala",
+        "task.tune_accept=0.574",
+        "task.checkpoint_every=100",
+        *ESS_TINY,
+    ]
+    full = run_cli(args, tmp_path / "full").results
+    env = {"EBMLAB_FAULT_KILL_AT_STEP": str(kill_at)}
+    killed = run_cli(args, tmp_path / "kill", env=env, check=False)
+    assert killed.returncode != 0 and killed.results is None
+    resumed = run_cli(args, tmp_path / "kill").results
+    timing = {"ess_t", "sample_seconds", "seconds"}
+    assert {k: v for k, v in resumed.items() if k not in timing} == {
+        k: v for k, v in full.items() if k not in timing
+    }
