@@ -16,7 +16,7 @@ from tqdm.auto import tqdm
 
 from ebmlab.data.lattices import lattice_adjacency
 from ebmlab.errors import check
-from ebmlab.utils.workspace import atomic_torch_save
+from ebmlab.utils.cache import load_cached, save_cached
 
 
 def greedy_colouring(adjacency: Tensor) -> list[Tensor]:
@@ -117,8 +117,9 @@ class IsingLatticeData:
     def samples(self, progress: bool = True) -> Tensor:
         """The training set [n_samples, d] in {0,1}, generated on first use then cached."""
         path = self.cache_path
-        if path.exists():
-            return torch.load(path, weights_only=True)["x"].float()
+        cached = load_cached(path)
+        if cached is not None:
+            return cached["x"].float()
         g = torch.Generator().manual_seed(self.seed)
         x = gibbs_ising_chains(
             lattice_adjacency(self.n_side),
@@ -129,5 +130,5 @@ class IsingLatticeData:
             g,
             progress,
         )
-        atomic_torch_save({"x": x.to(torch.uint8)}, path)
+        save_cached({"x": x.to(torch.uint8)}, path)
         return x

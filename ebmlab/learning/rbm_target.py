@@ -23,7 +23,7 @@ from tqdm.auto import tqdm
 from ebmlab.errors import ConfigError, check
 from ebmlab.learning.cd import CD
 from ebmlab.models.rbm import BernoulliRBM, best_class_by_log_prob
-from ebmlab.utils.workspace import atomic_torch_save
+from ebmlab.utils.cache import load_cached, save_cached
 
 log = logging.getLogger(__name__)
 
@@ -44,8 +44,8 @@ def cached_rbm(
     result saved there. ``cfg`` must hold everything that determines the trained weights
     (model size and init, dataset name/split/binarisation, CD settings, seed)."""
     path = Path(cache_dir) / f"rbm-{config_hash(cfg)}.pt"
-    if path.is_file():
-        blob = torch.load(path, map_location=device or "cpu", weights_only=True)
+    blob = load_cached(path, map_location=device or "cpu")
+    if blob is not None:
         # init values are placeholders: the saved state dict replaces every parameter
         model = BernoulliRBM(int(blob["n_visible"]), int(blob["n_hidden"]), 0.0, 0)
         model.load_state_dict(blob["state_dict"])
@@ -58,7 +58,7 @@ def cached_rbm(
         "n_hidden": model.n_hidden,
         "config": json.dumps(cfg, sort_keys=True, default=str),
     }
-    atomic_torch_save(blob, path)
+    save_cached(blob, path)
     log.info("trained RBM cached at %s", path)
     return model, False
 
@@ -175,8 +175,8 @@ def ground_truth_samples(
     [n, V], with a generator seeded by ``seed``; loaded from / saved to ``cache_path``
     (uint8) when given."""
     dev = model.W.device
-    if cache_path is not None and cache_path.is_file():
-        blob = torch.load(cache_path, map_location="cpu", weights_only=True)
+    blob = load_cached(cache_path) if cache_path is not None else None
+    if blob is not None:
         return blob["samples"].to(dev, torch.float32)
     gen = torch.Generator(device=dev).manual_seed(seed)
     p = data_mean.to(dev).expand(n, -1)
@@ -184,7 +184,7 @@ def ground_truth_samples(
     for _ in tqdm(range(n_steps), desc="ground truth (block Gibbs)", disable=not progress):
         v = model.sample_v(model.sample_h(v, gen), gen)
     if cache_path is not None:
-        atomic_torch_save({"samples": v.to(torch.uint8).cpu(), "n_steps": n_steps}, cache_path)
+        save_cached({"samples": v.to(torch.uint8).cpu(), "n_steps": n_steps}, cache_path)
     return v
 
 

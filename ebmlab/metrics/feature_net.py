@@ -147,19 +147,17 @@ def cached_feature_net(
     ``cache_dir/feature_net-<hash>.pt`` (``weights_only=True``) when present, else
     ``train_fn() -> (net, info)`` is called and saved there atomically.
     Returns (net in eval mode, info dict, loaded_from_cache)."""
-    from ebmlab.utils.workspace import atomic_torch_save
+    from ebmlab.utils.cache import load_cached, save_cached
 
     path = cache_path(cache_dir, key)
-    if path.is_file():
-        blob = torch.load(path, map_location="cpu", weights_only=True)
+    blob = load_cached(path)
+    if blob is not None:
         net = FeatureNet(**blob["arch"])
         net.load_state_dict(blob["state_dict"])
         return net.to(device).eval(), dict(blob.get("info", {})), True
     net, info = train_fn()
     state = {k: v.detach().cpu() for k, v in net.state_dict().items()}
-    atomic_torch_save(
-        {"arch": net.arch, "state_dict": state, "info": info, "key": json.dumps(key)}, path
-    )
+    save_cached({"arch": net.arch, "state_dict": state, "info": info, "key": json.dumps(key)}, path)
     return net.to(device).eval(), info, False
 
 

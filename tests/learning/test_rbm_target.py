@@ -1,5 +1,5 @@
 """The target RBM of the RBM sampling benchmark (ebmlab.learning.rbm_target): the block-Gibbs
-ground truth and the ACS mode initialisation (the trained-RBM cache: tests/test_rbm.py)."""
+ground truth and the ACS mode initialisation (the trained-RBM cache: tests/models/test_rbm.py)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,5 @@
-"""Claims judged against runs: each kind can pass, fail, or be 'not run'."""
+"""Claims judged against runs: each kind can pass, fail, or be 'not run'; every claims file
+names real experiments, config-group options and config keys."""
 
 from __future__ import annotations
 
@@ -6,8 +7,19 @@ from pathlib import Path
 
 import pytest
 import yaml
+from hydra import compose, initialize_config_dir
+from hydra.core.global_hydra import GlobalHydra
+from hydra.core.hydra_config import HydraConfig
+from omegaconf import OmegaConf
 
+import ebmlab.run  # noqa: F401 - registers resolvers
 from ebmlab.report import claims as C
+from ebmlab.report.reproduce import selectors
+from ebmlab.utils.config import apply_when
+
+CONF = C.REPO / "conf"
+NODES = ("task", "model", "dataset", "sampler", "learner")  # roots of dotted selector keys
+_ABSENT = object()
 
 
 def run(sampler: str, value: float, seed: int = 0, **config) -> dict:
@@ -92,3 +104,63 @@ def test_every_claims_file_is_well_formed(paper):
         experiment = C.REPO / "conf" / "experiment" / f"{c['experiment']}.yaml"
         assert experiment.exists(), f"{c['id']}: no experiment {c['experiment']}"
     yaml.safe_dump(data)
+
+
+def _is_group(key: str) -> bool:
+    return "." not in key and (CONF / key).is_dir()
+
+
+def _measured_selectors(paper: str):
+    """(claim id, experiment, selector) of every claim the runner measures."""
+    for c in C.load_claims(paper)["claims"]:
+        if c.get("run_by"):
+            continue
+        for sel in selectors(c):
+            yield c["id"], sel.get("experiment", c["experiment"]), sel
+
+
+@pytest.mark.parametrize("paper", C.papers())
+def test_selectors_name_real_options_and_keys(paper):
+    """A selector key is `experiment`, a config group (its value an option of the group) or a
+    dotted key under a config node; `needs` / `run_by` are reasons, not flags."""
+    for c in C.load_claims(paper)["claims"]:
+        for field in ("needs", "run_by"):
+            assert isinstance(c.get(field, "x"), str) and c.get(field, "x"), (c["id"], field)
+    for cid, exp, sel in _measured_selectors(paper):
+        assert (CONF / "experiment" / f"{exp}.yaml").is_file(), (cid, exp)
+        for key, value in sel.items():
+            if key == "experiment":
+                continue
+            if _is_group(key):
+                assert (CONF / key / f"{value}.yaml").is_file(), (cid, f"{key}={value}")
+            else:
+                assert key.split(".")[0] in NODES, (cid, key)
+
+
+@pytest.fixture(scope="module")
+def _hydra():
+    GlobalHydra.instance().clear()
+    with initialize_config_dir(config_dir=str(CONF), version_base="1.3"):
+        yield
+
+
+@pytest.mark.parametrize("paper", C.papers())
+def test_dotted_selector_keys_exist_in_the_composed_config(paper, _hydra):
+    """`make reproduce` pins selector values on the command line: each dotted key must exist
+    in its experiment's config with the selector's group choices (scale=smoke, `when:` applied)."""
+    composed: dict = {}
+    for cid, exp, sel in _measured_selectors(paper):
+        dotted = [k for k in sel if k != "experiment" and not _is_group(k)]
+        if not dotted:
+            continue
+        pins = tuple(sorted(f"{k}={v}" for k, v in sel.items() if _is_group(k)))
+        if (exp, pins) not in composed:
+            overrides = [f"experiment={exp}", "scale=smoke", *pins]
+            cfg = compose("config", overrides=overrides, return_hydra_config=True)
+            HydraConfig.instance().set_config(cfg)
+            choices = {k: v for k, v in cfg.hydra.runtime.choices.items() if "hydra" not in k}
+            apply_when(cfg, choices, {o.split("=", 1)[0] for o in overrides})
+            composed[(exp, pins)] = cfg
+        cfg = composed[(exp, pins)]
+        for key in dotted:
+            assert OmegaConf.select(cfg, key, default=_ABSENT) is not _ABSENT, (cid, exp, key)

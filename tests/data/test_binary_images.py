@@ -19,7 +19,7 @@ from ebmlab.data.idx import read_idx, write_idx
 from ebmlab.errors import ConfigError
 from tests.helpers import from_conf
 
-FIX = Path(__file__).parent / "fixtures" / "images"
+FIX = Path(__file__).parents[1] / "fixtures" / "images"
 _spec = importlib.util.spec_from_file_location("make_fixtures", FIX / "make_fixtures.py")
 mf = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(mf)
@@ -254,7 +254,7 @@ def test_hydra_config_instantiates(monkeypatch):
     from hydra.utils import instantiate
     from omegaconf import OmegaConf
 
-    conf = Path(__file__).resolve().parents[1] / "conf"
+    conf = Path(__file__).resolve().parents[2] / "conf"
     monkeypatch.setenv("EBMLAB_DATA_DIR", str(FIX))
     for name in (
         "static_mnist",

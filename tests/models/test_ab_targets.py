@@ -15,7 +15,7 @@ from ebmlab.errors import ConfigError
 from ebmlab.models.ab_targets import CONDITIONS
 from tests.helpers import from_conf
 
-CONF = Path(__file__).resolve().parents[1] / "conf" / "model"
+CONF = Path(__file__).resolve().parents[2] / "conf" / "model"
 
 
 def lattice_gaussian(**kw):

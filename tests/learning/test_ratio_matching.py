@@ -22,7 +22,7 @@ from ebmlab.models.enumeration import binary_states
 from ebmlab.models.ising import DenseIsing, LatticeIsing
 from ebmlab.models.mlp_energy import MLPEnergy
 
-CONF = Path(__file__).resolve().parents[1] / "conf"
+CONF = Path(__file__).resolve().parents[2] / "conf"
 
 
 def _model(d: int, seed: int = 0, hidden: int = 16) -> MLPEnergy:

@@ -27,7 +27,7 @@ import ebmlab.run  # noqa: F401 - registers resolvers
 from ebmlab.report.figures import FIGURES
 from ebmlab.utils.config import apply_when, validate_node
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 CONF = REPO / "conf"
 GROUPS = ["task", "model", "dataset", "sampler", "learner", "logger", "scale", "experiment"]
 NODES = ("task", "model", "dataset", "sampler", "learner", "logger")

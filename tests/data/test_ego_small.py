@@ -22,7 +22,7 @@ from ebmlab.data.ego_small import (
 )
 from ebmlab.data.safe_pickle import ForbiddenPickleClass, safe_load_pickle, safe_loads
 
-FIXTURE = Path(__file__).resolve().parent / "fixtures" / "graphs" / "citeseer"
+FIXTURE = Path(__file__).resolve().parents[1] / "fixtures" / "graphs" / "citeseer"
 
 
 class _Evil:

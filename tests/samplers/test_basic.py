@@ -16,7 +16,7 @@ from ebmlab.samplers.gibbs import RandomScanGibbs, SweepGibbs
 from ebmlab.samplers.gwg import GWG
 from tests.exactness import frustrated_ising, ordinal_target, random_init, strong_rbm
 
-CONF = Path(__file__).resolve().parents[1] / "conf" / "sampler"
+CONF = Path(__file__).resolve().parents[2] / "conf" / "sampler"
 
 
 class Counting(EnergyModel):

@@ -45,7 +45,7 @@ from tests.exactness import (
 )
 from tests.helpers import from_conf
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 
 
 def acs(**kw) -> ACS:

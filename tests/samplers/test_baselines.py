@@ -42,7 +42,7 @@ from tests.exactness import (
 )
 from tests.helpers import from_conf
 
-CONF = __import__("pathlib").Path(__file__).resolve().parents[1] / "conf"
+CONF = __import__("pathlib").Path(__file__).resolve().parents[2] / "conf"
 
 TARGETS = {
     "ising8": lambda: frustrated_ising(d=8),

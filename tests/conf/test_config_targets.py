@@ -30,7 +30,7 @@ from ebmlab.utils.config import validate_node
 
 PENDING: set[str] = set()
 
-CONF = Path(__file__).resolve().parents[1] / "conf"
+CONF = Path(__file__).resolve().parents[2] / "conf"
 
 
 def target_problems(target: str, keys: set[str]) -> list[str]:

@@ -210,7 +210,7 @@ def test_yaml_configs_instantiate():
     from hydra.utils import instantiate
     from omegaconf import OmegaConf
 
-    conf = Path(__file__).resolve().parents[1] / "conf"
+    conf = Path(__file__).resolve().parents[2] / "conf"
     cfg = OmegaConf.load(conf / "model/grbm.yaml")
     cfg.n_visible = 2
     model = instantiate(cfg, n_hidden=3)
