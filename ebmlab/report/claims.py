@@ -19,6 +19,7 @@ A selector maps config-group choices or dotted config keys to values ({sampler: 
 
 from __future__ import annotations
 
+import json
 import math
 import statistics
 from dataclasses import dataclass, field
@@ -83,8 +84,19 @@ class Stat:
         return f"{self.mean:.4g} ± {self.std:.2g} (n={n})" if n > 1 else f"{self.mean:.4g} (n=1)"
 
 
+def _identity(run: dict) -> str:
+    """Runs of the same resolved config (e.g. one from a table's sweep, one from
+    ``make reproduce``, in different directories) count once."""
+    key = run.get("config") or [str(run["run_dir"]), run.get("overrides", {})]
+    return json.dumps(key, sort_keys=True, default=str)
+
+
 def collect_metric(runs: list[dict], selector: dict, metric: str) -> Stat | None:
-    chosen = [r for r in runs if matches(r, selector) and metric in r["metrics"]]
+    chosen, seen = [], set()
+    for r in runs:
+        if matches(r, selector) and metric in r["metrics"] and _identity(r) not in seen:
+            seen.add(_identity(r))
+            chosen.append(r)
     if not chosen:
         return None
     figs = [str(p) for r in chosen[:1] for p in sorted((r["run_dir"] / "figures").glob("*.png"))]

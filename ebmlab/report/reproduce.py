@@ -45,7 +45,7 @@ def launches(claims: list[dict], experiment: str) -> list[dict[str, list]]:
     the keys no selector fixes."""
     grids: dict[frozenset, dict[str, list]] = {}
     for c in claims:
-        if c["experiment"] != experiment or c.get("run_by"):
+        if c["experiment"] != experiment or c.get("run_by") or c.get("needs"):
             continue
         for sel in selectors(c):
             grid = grids.setdefault(frozenset(sel), {k: [] for k in sel})
@@ -53,6 +53,13 @@ def launches(claims: list[dict], experiment: str) -> list[dict[str, list]]:
                 if v not in grid[k]:
                     grid[k].append(v)
     return list(grids.values())
+
+
+def claim_runs(claim: dict, runs_by_exp: dict[str, list[dict]]) -> list[dict]:
+    """The runs a claim is judged on: its experiment's, plus those of every experiment one of
+    its selectors names (``experiment: X``), so one claim can compare two experiments."""
+    names = [claim["experiment"]] + [s["experiment"] for s in selectors(claim) if "experiment" in s]
+    return [r for e in dict.fromkeys(names) for r in runs_by_exp[e]]
 
 
 def run_sweep(experiment: str, scale: str, seeds: int, grid: dict, extra: list[str]) -> int:
@@ -86,10 +93,13 @@ def _cell(text: str) -> str:
 
 def write_report(paper: str, scale: str, root: Path, out_dir: Path) -> Path:
     data = load_claims(paper)
-    runs_by_exp = {e: collect(sweep_dir(root, e, scale)) for e in experiments(data["claims"])}
-    verdicts = [judge(c, runs_by_exp[c["experiment"]]) for c in data["claims"]]
+    names = set(experiments(data["claims"]))
+    for c in data["claims"]:  # selectors may name runs of another experiment
+        names |= {s["experiment"] for s in selectors(c) if "experiment" in s}
+    runs_by_exp = {e: collect(sweep_dir(root, e, scale)) for e in sorted(names)}
+    verdicts = [judge(c, claim_runs(c, runs_by_exp)) for c in data["claims"]]
     counts = Counter(v.verdict for v in verdicts)
-    all_runs = [r for rs in runs_by_exp.values() for r in rs]
+    all_runs = [r for rs in runs_by_exp.values() for r in rs]  # for the header
     lines = [
         f"# Reproduction: {data['paper']}",
         "",
