@@ -13,6 +13,7 @@ sweep prints a summary and exits with the worst job's code.
 from __future__ import annotations
 
 import errno
+import os
 import sys
 from pathlib import Path
 
@@ -26,6 +27,7 @@ from ebmlab.core.context import RunContext
 from ebmlab.core.loop import LoopTask, run_task
 from ebmlab.errors import CheckpointError, ConfigError, DivergenceError
 from ebmlab.utils import rundir
+from ebmlab.utils.cache import REBUILD_ENV
 from ebmlab.utils.config import apply_when, build, check_state_space, validate_node
 from ebmlab.utils.logging import MetricLogger
 from ebmlab.utils.memory import check_memory
@@ -132,6 +134,7 @@ def _run(cfg: DictConfig, run_dir: Path, choices: dict) -> tuple[dict, str]:
     with rundir.lock(run_dir):
         if cfg.get("fresh", False):
             rundir.clear(run_dir)
+            os.environ[REBUILD_ENV] = "1"  # and rebuild the generated-data caches it reads
         done = rundir.claim(run_dir, identity)
         if done is not None:
             _print_results(done, run_dir, " (already complete; pass fresh=true to rerun)")

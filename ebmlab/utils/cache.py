@@ -1,15 +1,22 @@
 """Generated-data caches (Ising samples, trained target RBMs, ground truth, feature nets):
 written atomically with a SHA-256 sidecar; a cache whose bytes no longer match, or that
-cannot be read, is reported in one line, deleted and rebuilt by the caller."""
+cannot be read, is reported in one line, deleted and rebuilt by the caller.
+
+``fresh=true`` rebuilds the caches a run reads, too: the runner sets ``EBMLAB_REBUILD_CACHE``
+and each cache file is then rebuilt once in that process."""
 
 from __future__ import annotations
 
+import os
 import sys
 from pathlib import Path
 
 import torch
 
 from ebmlab.utils.workspace import Workspace, _digest, atomic_torch_save, atomic_write_text
+
+REBUILD_ENV = "EBMLAB_REBUILD_CACHE"
+_rebuilt: set[Path] = set()  # caches already rebuilt by this process under fresh=true
 
 
 def save_cached(obj, path: Path) -> None:
@@ -25,6 +32,12 @@ def load_cached(path: Path, map_location="cpu"):
     if not path.is_file():
         return None
     side = Workspace._sidecar(path)
+    if os.environ.get(REBUILD_ENV) == "1" and path.resolve() not in _rebuilt:
+        _rebuilt.add(path.resolve())
+        print(f"ebmlab: rebuilding cache {path} (fresh=true)", file=sys.stderr)
+        path.unlink(missing_ok=True)
+        side.unlink(missing_ok=True)
+        return None
     problem = None
     if side.exists() and _digest(path) != side.read_text().strip():
         problem = "its checksum does not match (changed or truncated)"

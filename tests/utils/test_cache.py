@@ -35,3 +35,15 @@ def test_corrupt_ising_sample_cache_is_rebuilt_identically(tmp_path, capsys):
     data.cache_path.write_bytes(data.cache_path.read_bytes()[:40])  # truncated
     again = data.samples(progress=False)
     assert torch.equal(first, again) and "rebuilding" in capsys.readouterr().err
+
+
+def test_fresh_rebuilds_each_cache_once(tmp_path, monkeypatch, capsys):
+    from ebmlab.utils import cache
+
+    path = tmp_path / "c.pt"
+    save_cached({"x": 1}, path)
+    monkeypatch.setenv(cache.REBUILD_ENV, "1")
+    monkeypatch.setattr(cache, "_rebuilt", set())
+    assert load_cached(path) is None and "fresh=true" in capsys.readouterr().err
+    save_cached({"x": 2}, path)
+    assert load_cached(path) == {"x": 2}  # rebuilt once; later reads use the new cache
