@@ -24,6 +24,17 @@ class ChainState:
     def replace(self, **kw) -> ChainState:
         return replace(self, **kw)
 
+    def state_dict(self) -> dict:
+        """The chains and their cached log-probabilities and gradients, for a checkpoint."""
+        return {"x": self.x, "log_prob": self.log_prob, "grad": self.grad}
+
+    def restored(self, d) -> ChainState:
+        """This state with ``d`` (from :meth:`state_dict`, or an (x, log_prob, grad) tuple
+        as older checkpoints hold) put back; ``extra`` is kept."""
+        if isinstance(d, (tuple, list)):
+            d = dict(zip(("x", "log_prob", "grad"), d))
+        return replace(self, x=d["x"], log_prob=d["log_prob"], grad=d["grad"])
+
     def select(self, accept: Tensor, other: ChainState) -> ChainState:
         """Take ``other``'s values where ``accept`` [chains] is True, else keep ours."""
         a = accept.view(-1, *([1] * (self.x.dim() - 1)))

@@ -113,12 +113,14 @@ class EBMMixing(LoopTask):
         return {"mean_log_prob": float(p.state.log_prob.float().mean())}
 
     def state_dict(self, p: Parts) -> dict:
-        s, sampler = p.state, p.sampler.state_dict()
-        chains = {"x": s.x, "log_prob": s.log_prob, "grad": s.grad}
-        return {**chains, "sampler": sampler, "tune_seconds": p.tune_seconds}
+        return {
+            **p.state.state_dict(),
+            "sampler": p.sampler.state_dict(),
+            "tune_seconds": p.tune_seconds,
+        }
 
     def load_state_dict(self, p: Parts, d: dict) -> None:
-        p.state = p.state.replace(x=d["x"], log_prob=d["log_prob"], grad=d["grad"])
+        p.state = p.state.restored(d)
         p.sampler.load_state_dict(d["sampler"])
         p.tune_seconds = float(d["tune_seconds"])
 

@@ -92,18 +92,15 @@ class IsingSampling(LoopTask):
         return {"rmse": rmse, "log_rmse": math.log(max(rmse, 1e-12))}
 
     def state_dict(self, p: Parts) -> dict:
-        s = p.state
         return {
-            "x": s.x,
-            "log_prob": s.log_prob,
-            "grad": s.grad,
+            **p.state.state_dict(),
             "sampler": p.sampler.state_dict(),
             "running": p.running,
             "trace": p.trace,
         }
 
     def load_state_dict(self, p: Parts, d: dict) -> None:
-        p.state = p.state.replace(x=d["x"], log_prob=d["log_prob"], grad=d["grad"])
+        p.state = p.state.restored(d)
         p.sampler.load_state_dict(d["sampler"])
         p.running, p.trace = d["running"], d["trace"]
 

@@ -145,11 +145,11 @@ class Multimodal2D(LoopTask):
         return self.scores(p) if step > self.burn_in else {}  # no histogram before burn-in
 
     def state_dict(self, p: Parts) -> dict:
-        s, sampler = p.state, p.sampler.state_dict()
-        return dict(chain=(s.x, s.log_prob, s.grad), sampler=sampler, visits=p.visits, tune=p.tune)
+        sampler = p.sampler.state_dict()
+        return dict(chain=p.state.state_dict(), sampler=sampler, visits=p.visits, tune=p.tune)
 
     def load_state_dict(self, p: Parts, d: dict) -> None:
-        p.state = ChainState(*d["chain"])
+        p.state = p.state.restored(d["chain"])
         p.sampler.load_state_dict(d["sampler"])
         p.visits, p.tune = d["visits"], dict(d["tune"])
 

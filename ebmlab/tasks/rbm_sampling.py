@@ -149,11 +149,11 @@ class RBMSampling(LoopTask):
         }
 
     def state_dict(self, p: Parts) -> dict:
-        s, sampler = p.state, p.sampler.state_dict()
-        return dict(chain=(s.x, s.log_prob, s.grad), sampler=sampler, trace=p.trace, info=p.info)
+        sampler = p.sampler.state_dict()
+        return dict(chain=p.state.state_dict(), sampler=sampler, trace=p.trace, info=p.info)
 
     def load_state_dict(self, p: Parts, d: dict) -> None:
-        p.state = ChainState(*d["chain"])
+        p.state = p.state.restored(d["chain"])
         p.sampler.load_state_dict(d["sampler"])
         p.trace, p.info = d["trace"], dict(d["info"])
 

@@ -153,12 +153,12 @@ class SamplerESS(LoopTask):
 
     def state_dict(self, p: Parts) -> dict:
         s, tuner = p.state, p.tuner.state_dict() if p.tuner else None
-        chains = {"x": s.x, "log_prob": s.log_prob, "grad": s.grad, "summary": p.summary}
+        chains = {**s.state_dict(), "summary": p.summary}
         sampler = {"sampler": p.sampler.state_dict(), "tuner": tuner}
         return {**chains, **sampler, "burn_seconds": p.burn_seconds}
 
     def load_state_dict(self, p: Parts, d: dict) -> None:
-        p.state = p.state.replace(x=d["x"], log_prob=d["log_prob"], grad=d["grad"])
+        p.state = p.state.restored(d)
         p.sampler.load_state_dict(d["sampler"])
         if p.tuner:
             p.tuner.load_state_dict(d["tuner"])
