@@ -21,6 +21,7 @@ from pathlib import Path
 from ebmlab.report.claims import NOT_RUN, judge, load_claims, papers
 from ebmlab.report.runs import collect
 from ebmlab.report.spec import sweep_dir
+from ebmlab.utils.rundir import NON_IDENTITY_KEYS
 
 
 def experiments(claims: list[dict]) -> dict[str, int]:
@@ -82,6 +83,25 @@ def run_sweep(experiment: str, scale: str, seeds: int, grid: dict, extra: list[s
     return subprocess.run(cmd).returncode
 
 
+def off_protocol(claims: list[dict], runs_by_exp: dict[str, list[dict]]) -> dict[str, Counter]:
+    """Experiment -> Counter of the command-line settings its runs used that no claim selects
+    and that are not the seed (e.g. ``task.n_steps=20000`` for a declared shorter run), so a
+    report never presents a shortened run as the paper's protocol."""
+    chosen = {"seed"} | {k for c in claims for s in selectors(c) for k in s}
+    chosen |= set(NON_IDENTITY_KEYS)
+    out: dict[str, Counter] = {}
+    for exp, runs in runs_by_exp.items():
+        extra = Counter(
+            f"{k}={v}"
+            for r in runs
+            for k, v in r["overrides"].items()
+            if k not in chosen and k not in ("experiment", "scale")
+        )
+        if extra:
+            out[exp] = extra
+    return out
+
+
 def _hardware(runs: list[dict]) -> str:
     hw = sorted({r["hardware"] for r in runs if r.get("hardware")})
     return ", ".join(hw) or f"{platform.machine()} ({os.cpu_count()} cores)"
@@ -112,6 +132,18 @@ def write_report(paper: str, scale: str, root: Path, out_dir: Path) -> Path:
             f"{k}: {counts.get(k, 0)}" for k in ("reproduced", "not reproduced", "not run")
         ),
         "",
+    ]
+    deviations = off_protocol(data["claims"], runs_by_exp)
+    if deviations:
+        lines += [
+            "Runs with settings other than the paper's (declared; verdicts below use them):",
+            "",
+        ]
+        for exp, extra in deviations.items():
+            settings = ", ".join(f"`{k}` ({n} runs)" for k, n in sorted(extra.items()))
+            lines.append(f"- {exp}: {settings}")
+        lines.append("")
+    lines += [
         "| claim | source | paper | ours | tolerance | verdict | wall s | figure |",
         "|---|---|---|---|---|---|---|---|",
     ]

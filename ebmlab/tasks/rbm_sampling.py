@@ -183,6 +183,7 @@ class RBMSampling(LoopTask):
         return {
             "log_mmd": lm[-1],
             "log_mmd_tail_mean": sum(tail) / len(tail),  # last 10% of evaluations
+            "log_mmd_mean": sum(lm[1:]) / max(1, len(lm) - 1),  # every evaluation after step 0
             "log_mmd_floor": info.pop("log_mmd_floor"),
             "ess": ess,
             "ess_per_second": ess / (samp * (n - b) / n),  # post-burn-in share of the time

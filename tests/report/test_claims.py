@@ -164,3 +164,13 @@ def test_dotted_selector_keys_exist_in_the_composed_config(paper, _hydra):
         cfg = composed[(exp, pins)]
         for key in dotted:
             assert OmegaConf.select(cfg, key, default=_ABSENT) is not _ABSENT, (cid, exp, key)
+
+
+def test_settings_no_claim_selects_are_declared_as_deviations():
+    from ebmlab.report.reproduce import off_protocol
+
+    claims = [{"id": "x", "experiment": "e", "where": {"sampler": "a"}}]
+    short = run("a", 1.0)
+    short["overrides"] = {**short["overrides"], "task.n_steps": "20000", "logger": "none"}
+    out = off_protocol(claims, {"e": [run("a", 2.0), short], "f": [run("b", 1.0)]})
+    assert out == {"e": {"task.n_steps=20000": 1}}  # seed, selected keys, logger are not deviations

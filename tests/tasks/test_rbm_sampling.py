@@ -51,6 +51,8 @@ def test_rbm_sampling_cli_mode_init(tmp_path):
     rows = _log_mmd_rows(run)
     assert [r["step"] for r in rows] == list(range(0, 61, 10))  # step 0 and every 10 steps
     assert rows[-1]["log_mmd"] == r["log_mmd"]
+    after0 = [row["log_mmd"] for row in rows[1:]]  # the convergence-speed summary
+    assert r["log_mmd_mean"] == pytest.approx(sum(after0) / len(after0), rel=1e-9)
 
 
 @pytest.mark.slow
