@@ -51,6 +51,16 @@ def _summarise(log_w: Tensor, log_z0: float) -> AISResult:
     return AISResult(log_z=float(log_mean) + log_z0, log_z_stderr=se, log_weights=log_w)
 
 
+def group_spread(log_weights: Tensor, n_groups: int) -> float:
+    """Max - min of the log Z estimates of ``n_groups`` disjoint groups of chains: the spread
+    across independent AIS runs of n_chains / n_groups chains each (a conservative stand-in for
+    the spread of full-size runs, which is smaller by about sqrt(n_groups))."""
+    if n_groups < 2 or log_weights.numel() < n_groups:
+        raise ValueError(f"need >= 2 groups of >= 1 chain (got {n_groups} groups)")
+    ests = [torch.logsumexp(g, 0) - math.log(g.numel()) for g in log_weights.chunk(n_groups)]
+    return float(max(ests) - min(ests))
+
+
 def _check_betas(betas: Tensor) -> list[float]:
     b = betas.detach().to(torch.float64).cpu()
     if b.dim() != 1 or b.numel() < 2:

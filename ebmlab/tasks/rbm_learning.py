@@ -26,7 +26,7 @@ from ebmlab.errors import check
 from ebmlab.learning.acs_pcd import ACSPCD
 from ebmlab.learning.pcd import PCD
 from ebmlab.learning.rbm_target import training_split
-from ebmlab.metrics.ais import rbm_ais_log_z, rbm_exact_log_z
+from ebmlab.metrics.ais import group_spread, rbm_ais_log_z, rbm_exact_log_z
 from ebmlab.metrics.tempered_ais import mean_log_prob
 from ebmlab.models.rbm import BernoulliRBM
 from ebmlab.report.figures.pcd_learning import pcd_figures
@@ -56,6 +56,7 @@ class RBMLearning(LoopTask):
         checkpoint_every: int,
         ais_temps: int,
         ais_chains: int,
+        ais_groups: int,
         ais_every: int,
         ais_every_temps: int,
         init_visible_bias: bool,
@@ -66,14 +67,20 @@ class RBMLearning(LoopTask):
         args = locals()
         for keys, lo in (
             ("n_iters eval_every checkpoint_every ais_chains train_n eval_chunk", 1),
+            ("ais_groups", 2),
             ("ais_temps ais_every_temps", 2),
             ("ais_every n_show", 0),
         ):
             for k in keys.split():
                 check(args[k] >= lo, k, f"must be >= {lo} (got {args[k]})")
+        check(
+            ais_groups <= ais_chains,
+            "ais_groups",
+            f"must be <= ais_chains {ais_chains} (got {ais_groups})",
+        )
         check(ais_every % eval_every == 0, "ais_every", "must be a multiple of eval_every")
         self.cad = Cadence(n_iters, eval_every, checkpoint_every)
-        self.ais_temps, self.ais_chains = ais_temps, ais_chains
+        self.ais_temps, self.ais_chains, self.ais_groups = ais_temps, ais_chains, ais_groups
         self.ais_every, self.ais_every_temps = ais_every, ais_every_temps
         self.init_visible_bias, self.train_n = init_visible_bias, train_n
         self.eval_chunk, self.n_show = eval_chunk, n_show
@@ -122,6 +129,7 @@ class RBMLearning(LoopTask):
         res = rbm_ais_log_z(W, b, c, p.base_b, n_temps, self.ais_chains, g, progress=progress)
         mean_lp = mean_log_prob(p.model, p.test_x, self.eval_chunk)
         out = {"log_z": res.log_z, "log_z_stderr": res.log_z_stderr, "test_ll": mean_lp - res.log_z}
+        out["log_z_spread"] = group_spread(res.log_weights, self.ais_groups)
         if min(p.model.n_visible, p.model.n_hidden) <= _EXACT_MAX_UNITS:
             exact = rbm_exact_log_z(W, b, c, max_units=_EXACT_MAX_UNITS)
             out.update(log_z_exact=exact, test_ll_exact=mean_lp - exact)

@@ -8,6 +8,7 @@ import torch.nn.functional as F
 from ebmlab.metrics.ais import (
     ais_log_z,
     gibbs_sweep_transition,
+    group_spread,
     linear_betas,
     rbm_ais_log_z,
     rbm_exact_log_z,
@@ -183,3 +184,14 @@ def test_schedules_and_validation():
         rbm_exact_log_z(W, c, c)
     with pytest.raises(ValueError, match="limited"):
         rbm_exact_log_z(torch.zeros(30, 30), torch.zeros(30), torch.zeros(30))
+
+
+def test_group_spread_is_the_range_of_the_groups_log_mean_weights():
+    # groups of 2 chains with mean weights 1, e and e^3 -> log Z estimates 0, 1, 3 -> spread 3
+    w = torch.tensor(
+        [0.5, 1.5, math.e * 0.2, math.e * 1.8, math.e**3, math.e**3], dtype=torch.float64
+    )
+    assert group_spread(torch.log(w), 3) == pytest.approx(3.0, abs=1e-12)
+    assert group_spread(torch.zeros(8, dtype=torch.float64), 4) == 0.0
+    with pytest.raises(ValueError):
+        group_spread(torch.zeros(3, dtype=torch.float64), 1)

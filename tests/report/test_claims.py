@@ -84,6 +84,9 @@ def test_ratio_and_bounds():
     lt = {"id": "l", "kind": "less_than", "metric": "m", "where": {"sampler": "b"}, "bound": 4}
     assert C.judge(lt, RUNS).verdict == C.NOT_REPRODUCED
     assert C.judge({**lt, "kind": "greater_than"}, RUNS).verdict == C.REPRODUCED
+    every = {**lt, "where": {"sampler": "a"}, "bound": 2.5}  # runs 1 and 3: mean 2 < 2.5 < 3
+    assert C.judge(every, RUNS).verdict == C.REPRODUCED
+    assert C.judge({**every, "every_run": True}, RUNS).verdict == C.NOT_REPRODUCED
 
 
 @pytest.mark.parametrize("paper", C.papers())

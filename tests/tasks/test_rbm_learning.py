@@ -69,6 +69,8 @@ def test_task_config_errors_name_the_key():
         from_conf("task/rbm_learning", eval_every=100, ais_every=150)
     with pytest.raises(ConfigError, match="train_n"):
         from_conf("task/rbm_learning", train_n=0)
+    with pytest.raises(ConfigError, match="ais_groups"):
+        from_conf("task/rbm_learning", ais_chains=3, ais_groups=4)
 
 
 def test_rbm_learning_cli_ais_close_to_exact(tmp_path):
@@ -81,6 +83,7 @@ def test_rbm_learning_cli_ais_close_to_exact(tmp_path):
     tol = 0.05 + 5 * r["log_z_stderr"]
     assert abs(r["log_z"] - r["log_z_exact"]) < tol
     assert abs(r["test_ll"] - r["test_ll_exact"]) < tol
+    assert 0 < r["log_z_spread"] < 10 * tol  # 4 groups of 25 chains around the same log Z
     run = tmp_path / "run"
     rows = [line for line in (run / "metrics.jsonl").read_text().splitlines()]
     assert sum('"log_z_running"' in row for row in rows) == 1  # step 10 (not 20: final AIS)
