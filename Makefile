@@ -56,7 +56,7 @@ test-all: lint ## every test, including the slow ones
 .PHONY: bench
 bench: $(STAMP) ## throughput benchmarks (not run by CI); results in outputs/bench/
 	@mkdir -p outputs/bench
-	$(PY) -m benchmarks.bench_samplers | tee outputs/bench/samplers.md
+	$(PY) -m benchmarks.bench_samplers --name samplers
 	$(PY) -m benchmarks.bench_sdp | tee outputs/bench/sdp.md
 	@for b in $(BENCH_EXTRA); do $(PY) -m benchmarks.$$b | tee outputs/bench/$$b.md || exit 1; done
 

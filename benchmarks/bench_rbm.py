@@ -11,14 +11,15 @@ operation:
 
 AIS: temperatures per second of ``rbm_ais_log_z`` with 100 chains.
 
-    python -m benchmarks.bench_rbm [--device cpu|cuda] [--steps 200] [--chains 100 500]
+Step and reference are timed interleaved, per-round ratios summarised by median and quartiles
+(benchmarks/harness.py).
+
+    python -m benchmarks.bench_rbm [--device cpu|cuda] [--rounds 100] [--chains 100 500]
 """
 
 from __future__ import annotations
 
 import argparse
-import os
-import platform
 import time
 from pathlib import Path
 
@@ -26,7 +27,15 @@ import torch
 from hydra.utils import instantiate
 from omegaconf import OmegaConf
 
-from benchmarks.bench_samplers import _sync
+from benchmarks.harness import (
+    CLOCKS,
+    clocks_for,
+    cuda_sync,
+    describe,
+    fmt_iqr,
+    interleave,
+    machine_info,
+)
 from ebmlab.metrics.ais import rbm_ais_log_z
 from ebmlab.models.rbm import BernoulliRBM
 from ebmlab.samplers.base import bernoulli
@@ -36,18 +45,6 @@ from ebmlab.samplers.gwg import GWG
 
 GOALS = {"dmala": 1.3, "block_gibbs": 1.2}
 ROOT = Path(__file__).resolve().parents[1]
-
-
-def _time(fn, n: int, dev: torch.device, warmup: int = 5) -> float:
-    """Median-free simple timing: seconds per call over ``n`` calls after ``warmup``."""
-    for _ in range(warmup):
-        fn()
-    _sync(dev)
-    t0 = time.perf_counter()
-    for _ in range(n):
-        fn()
-    _sync(dev)
-    return (time.perf_counter() - t0) / n
 
 
 def make_rbm(dev: torch.device) -> BernoulliRBM:
@@ -63,7 +60,8 @@ def make_rbm(dev: torch.device) -> BernoulliRBM:
     return m
 
 
-def bench_samplers(model, dev, chains: int, steps: int) -> list[dict]:
+def bench_samplers(model, dev, chains: int, rounds: int, cpu_clock) -> list[dict]:
+    """Each sampler's step against its reference, timed interleaved (benchmarks.harness)."""
     gen = torch.Generator(device=dev).manual_seed(0)
     x0 = (torch.rand(chains, 784, generator=gen, device=dev) < 0.2).float()
     xs = x0.clone()
@@ -78,43 +76,49 @@ def bench_samplers(model, dev, chains: int, steps: int) -> list[dict]:
         h = bernoulli(torch.sigmoid(xs @ W.t() + c), gen)
         bernoulli(torch.sigmoid(h @ W + b), gen)
 
-    ref_fb = _time(fwd_bwd, steps, dev)
-    ref_gibbs = _time(two_matmuls, steps, dev)
     samplers = {
-        "block_gibbs": (BlockGibbs(n_sweeps=1), ref_gibbs),
-        "gwg": (GWG(n_flips=1), ref_fb),
-        "dmala": (DMALA(0.2, precond=None), ref_fb),
-        "acs": (
-            instantiate(
-                OmegaConf.load(ROOT / "conf" / "sampler" / "acs.yaml"),
-                tune=False,
-                alpha_max=2.0,
-                alpha_min=0.2,
-            ),
-            ref_fb,
+        "block_gibbs": BlockGibbs(n_sweeps=1),
+        "gwg": GWG(n_flips=1),
+        "dmala": DMALA(0.2, precond=None),
+        "acs": instantiate(
+            OmegaConf.load(ROOT / "conf" / "sampler" / "acs.yaml"),
+            tune=False,
+            alpha_max=2.0,
+            alpha_min=0.2,
         ),
     }
+    refs = {name: "two_matmuls" if name == "block_gibbs" else "fwd_bwd" for name in samplers}
+    ops = {"fwd_bwd": fwd_bwd, "two_matmuls": two_matmuls}
+    boxes = {}
+    for name, s in samplers.items():
+        box = boxes[name] = {"state": s.init(model, x0)}
+
+        def one(s=s, box=box):
+            box["state"], box["info"] = s.step(model, box["state"], gen)
+
+        ops[name] = one
+    res = interleave(
+        ops,
+        {name: (name, refs[name]) for name in samplers},
+        rounds=rounds,
+        sync=cuda_sync(dev),
+        cpu_clock=cpu_clock,
+    ).summary()
     rows = []
-    for name, (s, ref) in samplers.items():
-        box = {"state": s.init(model, x0)}
-        info_box = {}
-
-        def one(s=s, box=box, info_box=info_box):
-            box["state"], info_box["info"] = s.step(model, box["state"], gen)
-
-        sec = _time(one, steps, dev)
-        info = info_box["info"]
+    for name in samplers:
+        info = boxes[name]["info"]
+        t, ref = res["ops"][name], res["ops"][refs[name]]
         rows.append(
             {
                 "sampler": name,
                 "chains": chains,
-                "steps_per_s": 1.0 / sec,
-                "ms_per_step": 1e3 * sec,
+                "steps_per_s": {k: 1.0 / t[k]["median"] for k in CLOCKS},
+                "ms_per_step": {k: 1e3 * t[k]["median"] for k in CLOCKS},
                 "log_prob_evals": info.n_log_prob,
                 "grad_evals": info.n_grad,
                 "ref": "2 matmuls + draws" if name == "block_gibbs" else "fwd+bwd",
-                "ref_ms": 1e3 * ref,
-                "ratio": sec / ref,
+                "ref_ms": {k: 1e3 * ref[k]["median"] for k in CLOCKS},
+                "ratio": {k: res["ratios"][name][k] for k in CLOCKS},
                 "goal": GOALS.get(name),
             }
         )
@@ -124,11 +128,12 @@ def bench_samplers(model, dev, chains: int, steps: int) -> list[dict]:
 def bench_ais(model, dev, n_temps: int, chains: int) -> dict:
     gen = torch.Generator(device=dev).manual_seed(0)
     W, b, c = model.parameters_for_ais()
+    sync = cuda_sync(dev) or (lambda: None)
     rbm_ais_log_z(W, b, c, b, 20, chains, gen)  # warm-up
-    _sync(dev)
+    sync()
     t0 = time.perf_counter()
     rbm_ais_log_z(W, b, c, b, n_temps, chains, gen)
-    _sync(dev)
+    sync()
     sec = time.perf_counter() - t0
     return {"chains": chains, "temps": n_temps, "temps_per_s": n_temps / sec, "seconds": sec}
 
@@ -136,7 +141,7 @@ def bench_ais(model, dev, n_temps: int, chains: int) -> dict:
 def main(argv=None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
-    ap.add_argument("--steps", type=int, default=200)
+    ap.add_argument("--rounds", "--steps", type=int, default=100, help="interleaved rounds")
     ap.add_argument("--chains", type=int, nargs="+", default=[100, 500])
     ap.add_argument("--ais-temps", type=int, default=2000)
     ap.add_argument("--threads", type=int, default=0, help="torch threads (0 = default)")
@@ -144,34 +149,37 @@ def main(argv=None) -> None:
     if a.threads > 0:
         torch.set_num_threads(a.threads)
     dev = torch.device(a.device)
-    hw = (
-        torch.cuda.get_device_name(dev)
-        if dev.type == "cuda"
-        else f"CPU ({platform.machine()}, {os.cpu_count()} cores, "
-        f"{torch.get_num_threads()} threads)"
-    )
+    primary, cpu_clock = clocks_for(dev)
+    other = "wall" if primary == "cpu" else "cpu"
+    hw = describe(machine_info(dev))
     model = make_rbm(dev)
-    print(f"### RBM 784x500 sampling throughput ({hw}, float32, {a.steps} timed steps)\n")
+    print(f"### RBM 784x500 sampling throughput\n\n{hw}; float32.\n")
+    print(
+        f"Each step is timed against its reference interleaved over {a.rounds} rounds "
+        "(benchmarks/harness.py); times and ratios are medians [25th, 75th percentile] over "
+        f"rounds, by {primary} time ({other} time in the last column).\n"
+    )
     print(
         "| sampler | chains | steps/s | ms/step | log_prob evals | grad evals | reference |"
-        " ref ms | step / ref | goal |"
+        f" ref ms | step / ref | goal | step / ref ({other}) |"
     )
-    print("|---|---|---|---|---|---|---|---|---|---|")
+    print("|---|---|---|---|---|---|---|---|---|---|---|")
     for ch in a.chains:
-        for r in bench_samplers(model, dev, ch, a.steps):
+        for r in bench_samplers(model, dev, ch, a.rounds, cpu_clock):
             goal = f"<= {r['goal']}" if r["goal"] else ""
             print(
-                f"| {r['sampler']} | {r['chains']} | {r['steps_per_s']:.1f}"
-                f" | {r['ms_per_step']:.3f}"
-                f" | {r['log_prob_evals']} | {r['grad_evals']} | {r['ref']} | {r['ref_ms']:.3f}"
-                f" | {r['ratio']:.2f} | {goal} |"
+                f"| {r['sampler']} | {r['chains']} | {r['steps_per_s'][primary]:.1f}"
+                f" | {r['ms_per_step'][primary]:.3f}"
+                f" | {r['log_prob_evals']} | {r['grad_evals']} | {r['ref']}"
+                f" | {r['ref_ms'][primary]:.3f} | {fmt_iqr(r['ratio'][primary])} | {goal}"
+                f" | {fmt_iqr(r['ratio'][other])} |"
             )
     print(
         "\nBlock Gibbs reports 0 log_prob/grad evaluations: it costs two matrix products per "
         "step (its log p~ comes free from the cached hidden logits).\n"
     )
     r = bench_ais(model, dev, a.ais_temps, 100)
-    print(f"### RBM AIS throughput ({hw})\n")
+    print(f"### RBM AIS throughput\n\n{hw}; wall time.\n")
     print("| chains | temperatures | seconds | temperatures/s |")
     print("|---|---|---|---|")
     print(f"| {r['chains']} | {r['temps']} | {r['seconds']:.2f} | {r['temps_per_s']:.0f} |")

@@ -1,152 +1,218 @@
-"""Throughput of the core discrete samplers (Gibbs-1, GWG, DULA, DMALA).
+"""Cost of a sampler step relative to one forward+backward of the model (issue 15).
 
-Targets: (a) a 25x25 periodic lattice Ising (analytic gradient), (b) an RBM-shaped
-energy f(x) = sum softplus(W x + c) + b.x with 784 visible x 500 hidden units, with
-autograd and with an analytic gradient. For each: steps/second, log_prob and
-gradient evaluations per step, and the cost of a step relative to ONE
-forward+backward of the model measured in the same run (goal for DMALA / GWG:
-1 forward + 1 backward per step, ratio <= 1.3).
+Models: the 25x25 periodic lattice Ising (``ebmlab.models.ising.LatticeIsing``, analytic
+gradient) and the 784x500 Bernoulli RBM (``ebmlab.models.rbm.BernoulliRBM``, analytic
+gradient). Samplers (``conf/sampler/*.yaml``): Gibbs-1, GWG-1, DULA, DMALA, ACS with a fixed
+cyclical schedule (tune=false) and AB-1st with frozen (sigma, alpha) (adapt=false), each
+through its ``init`` / ``step`` API. For each (model, chains): one forward (``log_prob``,
+no grad), one forward+backward (``value_and_grad``) on the same batch and one step of each
+sampler are timed INTERLEAVED (``benchmarks.harness``: rotated order, per-round ratios,
+median and quartiles over rounds), by thread CPU time and by wall time. Goal for the
+gradient samplers: step / (fwd+bwd) close to 1 (DMALA, GWG <= 1.3).
 
-    python benchmarks/bench_samplers.py [--device auto|cpu|cuda] [--steps 200] [--chains 100]
+Results: ``<out-dir>/<name>.md`` (table) and ``<name>.json`` (every number and the machine).
+
+    python -m benchmarks.bench_samplers [--threads 1] [--rounds 200] [--device auto]
+        [--cases ising:100,rbm:100,rbm:500] [--name samplers] [--out-dir outputs/bench]
 """
 
 from __future__ import annotations
 
 import argparse
-import platform
+import os
 import time
+from pathlib import Path
 
 import torch
-from torch import Tensor
-from torch.nn import functional as F
+from hydra.utils import instantiate
+from omegaconf import OmegaConf
 
-from ebmlab.models.base import EnergyModel
+from benchmarks.harness import (
+    clocks_for,
+    cuda_sync,
+    describe,
+    fmt_iqr,
+    interleave,
+    machine_info,
+)
+from benchmarks.harness import write_report as _write
+from ebmlab.models.ising import LatticeIsing
 from ebmlab.samplers.base import value_and_grad
-from ebmlab.samplers.dlp import DMALA, DULA
-from ebmlab.samplers.gibbs import RandomScanGibbs
-from ebmlab.samplers.gwg import GWG
+
+ROOT = Path(__file__).resolve().parents[1]
+REF = "fwd+bwd"
+# sampler label -> (conf/sampler/<file>.yaml, overrides for a fixed, non-adaptive kernel)
+SAMPLERS = {
+    "Gibbs-1": ("gibbs", {}),
+    "GWG-1": ("gwg", {"n_flips": 1}),
+    "DULA": ("dula", {}),
+    "DMALA": ("dmala", {}),
+    "ACS": ("acs", {"tune": False, "alpha_max": 2.0, "alpha_min": 0.2}),
+    "AB-1st": ("ab_1st", {"adapt": False}),
+}
 
 
-class RBMEnergy(EnergyModel):
-    """f(x) = sum softplus(W x + c) + b.x (visible marginal of a binary RBM)."""
+def make_sampler(label: str):
+    name, overrides = SAMPLERS[label]
+    return instantiate(OmegaConf.load(ROOT / "conf" / "sampler" / f"{name}.yaml"), **overrides)
 
-    def __init__(self, n_visible: int = 784, n_hidden: int = 500, analytic: bool = False):
-        super().__init__()
+
+def make_model(kind: str, device: torch.device):
+    """The benchmark targets: the DLP 25x25 Ising lattice, or a 784x500 RBM whose weights
+    look like a trained one's (W ~ 0.05 N(0,1), b ~ -1 + 0.5 N(0,1), c ~ 0.1 N(0,1))."""
+    if kind == "ising":
+        m = LatticeIsing(n_side=25, sigma=0.25, bias=0.0)
+    elif kind == "rbm":
+        m = instantiate(OmegaConf.load(ROOT / "conf" / "model" / "rbm.yaml"), n_visible=784)
         g = torch.Generator().manual_seed(0)
-        self.dim = n_visible
-        self.analytic = analytic
-        self.W = torch.nn.Parameter(torch.randn(n_hidden, n_visible, generator=g) * 0.05)
-        self.b = torch.nn.Parameter(torch.randn(n_visible, generator=g) * 0.1)
-        self.c = torch.nn.Parameter(torch.randn(n_hidden, generator=g) * 0.1)
-        if analytic:
-            self.log_prob_and_grad = self._log_prob_and_grad
-
-    def log_prob(self, x: Tensor) -> Tensor:
-        return F.softplus(x @ self.W.T + self.c).sum(-1) + x @ self.b
-
-    def _log_prob_and_grad(self, x: Tensor) -> tuple[Tensor, Tensor]:
         with torch.no_grad():
-            pre = x @ self.W.T + self.c
-            lp = F.softplus(pre).sum(-1) + x @ self.b
-            return lp, torch.sigmoid(pre) @ self.W + self.b
+            m.W.copy_(0.05 * torch.randn(m.W.shape, generator=g))
+            m.b.copy_(-1.0 + 0.5 * torch.randn(m.b.shape, generator=g))
+            m.c.copy_(0.1 * torch.randn(m.c.shape, generator=g))
+    else:
+        raise ValueError(f"unknown model {kind!r} (ising | rbm)")
+    m = m.to(device)
+    for p in m.parameters():
+        p.requires_grad_(False)
+    return m
 
 
-def _sync(device: torch.device) -> None:
-    if device.type == "cuda":
-        torch.cuda.synchronize(device)
+MODEL_LABEL = {"ising": "Ising 25x25 periodic", "rbm": "RBM 784x500"}
 
 
-def time_forward_backward(model, x: Tensor, reps: int) -> float:
-    """Seconds for one value_and_grad (forward + backward) on the batch x."""
-    for _ in range(3):
-        value_and_grad(model, x)
-    _sync(x.device)
-    t = time.perf_counter()
-    for _ in range(reps):
-        value_and_grad(model, x)
-    _sync(x.device)
-    return (time.perf_counter() - t) / reps
+def bench_case(kind, chains, device, rounds, warmup, seed, cpu_clock) -> dict:
+    """Interleaved timing of fwd, fwd+bwd and one step of every sampler for one model."""
+    model = make_model(kind, device)
+    gen = torch.Generator(device=device).manual_seed(seed)
+    x0 = (torch.rand(chains, model.dim, generator=gen, device=device) < 0.5).float()
+
+    def fwd():
+        with torch.no_grad():
+            model.log_prob(x0)
+
+    def fwd_bwd():
+        value_and_grad(model, x0)
+
+    ops = {"fwd": fwd, REF: fwd_bwd}
+    boxes = {}
+    for label in SAMPLERS:
+        s = make_sampler(label)
+        box = {"sampler": s, "state": s.init(model, x0), "info": None}
+        boxes[label] = box
+
+        def step(s=s, box=box):
+            box["state"], box["info"] = s.step(model, box["state"], gen)
+
+        ops[label] = step
+    ratios = {f"fwd / {REF}": ("fwd", REF)}
+    ratios.update({f"{label} / {REF}": (label, REF) for label in SAMPLERS})
+    t0 = time.perf_counter()
+    res = interleave(
+        ops, ratios, rounds=rounds, warmup=warmup, sync=cuda_sync(device), cpu_clock=cpu_clock
+    )
+    seconds = time.perf_counter() - t0
+    # evaluation counts and acceptance from a few untimed steps
+    counts = {}
+    for label, box in boxes.items():
+        acc, n = 0.0, 20
+        for _ in range(n):
+            box["state"], info = box["sampler"].step(model, box["state"], gen)
+            acc += float(info.accept_prob.float().mean())
+        counts[label] = {"log_prob": info.n_log_prob, "grad": info.n_grad, "accept": acc / n}
+    return {
+        "model": kind,
+        "model_label": MODEL_LABEL[kind],
+        "chains": chains,
+        "rounds": rounds,
+        "seconds": seconds,
+        "counts": counts,
+        "summary": res.summary(),
+        "raw": res.raw(),
+    }
 
 
-def time_forward(model, x: Tensor, reps: int) -> float:
-    with torch.no_grad():
-        for _ in range(3):
-            model.log_prob(x)
-        _sync(x.device)
-        t = time.perf_counter()
-        for _ in range(reps):
-            model.log_prob(x)
-        _sync(x.device)
-    return (time.perf_counter() - t) / reps
-
-
-def bench_sampler(sampler, model, x0: Tensor, steps: int, seed: int) -> dict:
-    gen = torch.Generator(device=x0.device).manual_seed(seed)
-    state = sampler.init(model, x0)
-    for _ in range(5):  # warm-up
-        state, _ = sampler.step(model, state, gen)
-    _sync(x0.device)
-    n_lp = n_g = 0
-    acc = 0.0
-    t = time.perf_counter()
-    for _ in range(steps):
-        state, info = sampler.step(model, state, gen)
-        n_lp += info.n_log_prob
-        n_g += info.n_grad
-        acc += float(info.accept_prob.mean())  # forces a sync on CUDA, as a real run logs
-    _sync(x0.device)
-    dt = (time.perf_counter() - t) / steps
-    return {"step_s": dt, "lp": n_lp / steps, "grad": n_g / steps, "acc": acc / steps}
+def markdown(cases: list[dict], info: dict, args, primary: str) -> str:
+    other = "wall" if primary == "cpu" else "cpu"
+    lines = [
+        f"# Sampler step cost relative to one forward+backward ({args.name})\n",
+        f"{describe(info)}; ebmlab from {info['ebmlab_path']}"
+        f"{' (modified)' if info.get('ebmlab_modified') else ''}.\n",
+        f"Each of {args.rounds} rounds (after {args.warmup} warm-up rounds) times fwd, fwd+bwd "
+        "and one step of every sampler once, in an order rotated every round; a ratio is "
+        "taken within each round and reported as median [25th, 75th percentile] over rounds. "
+        f"Primary clock: **{primary}** ({'thread CPU time' if primary == 'cpu' else 'wall'}); "
+        f"the {other} ratio is shown beside it. Steps/s are 1 / median step time.\n",
+        f"| model | chains | op | step / fwd+bwd ({primary}) | step / fwd+bwd ({other}) "
+        f"| ms/step ({primary}) | ms/step ({other}) | steps/s ({primary}) | steps/s (wall) "
+        "| log_prob/step | grad/step | accept |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    for c in cases:
+        ops, rat = c["summary"]["ops"], c["summary"]["ratios"]
+        for op in ops:
+            key = f"{op} / {REF}"
+            r_p = fmt_iqr(rat[key][primary]) if key in rat else "1 (reference)"
+            r_o = fmt_iqr(rat[key][other]) if key in rat else "1 (reference)"
+            cnt = c["counts"].get(op, {})
+            lp = cnt.get("log_prob", "")
+            gr = cnt.get("grad", "")
+            acc = f"{cnt['accept']:.2f}" if cnt else ""
+            med_p, med_w = ops[op][primary]["median"], ops[op]["wall"]["median"]
+            lines.append(
+                f"| {c['model_label']} | {c['chains']} | {op} | {r_p} | {r_o} "
+                f"| {fmt_iqr(ops[op][primary], 1e3, 3)} | {fmt_iqr(ops[op][other], 1e3, 3)} "
+                f"| {1 / med_p:.0f} | {1 / med_w:.0f} | {lp} | {gr} | {acc} |"
+            )
+    lines.append(
+        "\nfwd = `log_prob` without grad; fwd+bwd = `value_and_grad` (the analytic "
+        "`log_prob_and_grad` of both models). ACS runs a fixed schedule (alpha 2.0 -> 0.2, "
+        "tune=false) and AB-1st its frozen kernel (adapt=false); the other samplers use "
+        "conf/sampler/*.yaml as is."
+    )
+    return "\n".join(lines) + "\n"
 
 
 def main(argv=None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--device", default="auto", help="auto | cpu | cuda[:i]")
-    ap.add_argument("--steps", type=int, default=200)
-    ap.add_argument("--chains", type=int, default=100)
+    ap.add_argument("--threads", type=int, default=1, help="torch threads (0 = torch default)")
+    ap.add_argument("--rounds", type=int, default=200)
+    ap.add_argument("--warmup", type=int, default=5)
+    ap.add_argument("--cases", default="ising:100,rbm:100,rbm:500", help="model:chains,...")
+    ap.add_argument(
+        "--clock",
+        default="auto",
+        choices=["auto", "cpu", "wall"],
+        help="primary clock: auto = thread CPU time on CPU at 1 thread, else wall",
+    )
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--name", default="samplers")
+    ap.add_argument("--out-dir", default=str(ROOT / "outputs" / "bench"))
     args = ap.parse_args(argv)
+    if args.threads > 0:
+        torch.set_num_threads(args.threads)
     if args.device == "auto":
         device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
     else:
         device = torch.device(args.device)
-
-    from ebmlab.models.ising import LatticeIsing
-
-    models = {
-        "ising 25x25 (analytic)": LatticeIsing(n_side=25, sigma=0.25, bias=0.0),
-        "rbm 784x500 (autograd)": RBMEnergy(analytic=False),
-        "rbm 784x500 (analytic)": RBMEnergy(analytic=True),
-    }
-    samplers = {
-        "Gibbs-1": RandomScanGibbs,
-        "GWG-1": lambda: GWG(n_flips=1),
-        "DULA a=0.1": lambda: DULA(step_size=0.1, precond=None),
-        "DMALA a=0.2": lambda: DMALA(step_size=0.2, precond=None),
-    }
-    hw = torch.cuda.get_device_name(device) if device.type == "cuda" else platform.processor()
-    print(
-        f"# sampler benchmark: {args.chains} chains, {args.steps} steps, device {device} "
-        f"({hw or 'cpu'}), torch {torch.__version__}, threads {torch.get_num_threads()}\n"
-    )
-    print(
-        "| model | sampler | steps/s | log_prob/step | grad/step | accept | "
-        "step / (fwd+bwd) | fwd+bwd ms | fwd ms |"
-    )
-    print("|---|---|---|---|---|---|---|---|---|")
-    for mname, model in models.items():
-        model = model.to(device)
-        gen = torch.Generator(device=device).manual_seed(args.seed)
-        x0 = (torch.rand(args.chains, model.dim, generator=gen, device=device) < 0.5).float()
-        reps = max(20, args.steps // 2)
-        fb = time_forward_backward(model, x0, reps)
-        fw = time_forward(model, x0, reps)
-        for sname, make in samplers.items():
-            r = bench_sampler(make(), model, x0, args.steps, args.seed)
-            print(
-                f"| {mname} | {sname} | {1 / r['step_s']:.0f} | {r['lp']:.0f} | {r['grad']:.0f} "
-                f"| {r['acc']:.2f} | {r['step_s'] / fb:.2f} | {fb * 1e3:.3f} | {fw * 1e3:.3f} |"
-            )
+    primary, cpu_clock = clocks_for(device)
+    if args.clock != "auto":
+        primary = args.clock
+    info = machine_info(device)
+    info["cpu_clock"] = cpu_clock.__name__
+    cases = []
+    for spec in args.cases.split(","):
+        kind, chains = spec.split(":")
+        cases.append(
+            bench_case(kind, int(chains), device, args.rounds, args.warmup, args.seed, cpu_clock)
+        )
+    info["load_average_end"] = list(os.getloadavg()) if hasattr(os, "getloadavg") else None
+    md = markdown(cases, info, args, primary)
+    data = {"name": args.name, "args": vars(args), "primary_clock": primary, "machine": info,
+            "cases": cases}  # fmt: skip
+    paths = _write(Path(args.out_dir) / args.name, md, data)
+    print(md)
+    print(f"written: {paths[0]}, {paths[1]}")
 
 
 if __name__ == "__main__":
