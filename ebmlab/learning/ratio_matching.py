@@ -1,18 +1,20 @@
 """Ratio matching objectives for binary EBMs (RMwGGIS paper, Liu et al. ICLR 2023).
 
-Energy E(x) = -log_prob(x); x in {0,1}^d; x_{-i} is x with bit i flipped.
+Energy E(x) = -log_prob(x); x in {0,1}^d; x_{-i} is x with bit i flipped;
+delta_i = E(x) - E(x_{-i}). An objective J(x) = sum_i t(delta_i) (``objective``: ``eq3``, the
+paper's Eq. 3 t = exp(2 delta); the consistent ``hyvarinen`` and ``lyu``; see
+:mod:`ebmlab.learning.ratio_matching_objectives`) is computed by an estimator:
 
-* RM (Lyu's form, Eq. 3):  J(x) = sum_i exp(2 (E(x) - E(x_{-i}))).
-* RMwGGIS: s neighbours drawn from the gradient-guided proposal (Eq. 10)
-  n(i) ∝ exp(2 [(2x - 1) ⊙ ∇_x E(x)]_i)  -- the first-order estimate of 2 (E(x) - E(x_{-i})),
-  then either the importance-weighted estimate (basic, Eq. 6)
-  J ≈ (1/s) sum_t exp(2 (E(x) - E(x_{-i_t}))) / n(i_t)
-  or the unweighted sum (advanced, Eq. 11)  J ≈ sum_t exp(2 (E(x) - E(x_{-i_t}))).
-  The proposal and the importance weights carry no gradient.
-* RMwRAND: the same estimators with the uniform proposal n(i) = 1/d.
+* ``full`` (RM): all d neighbours.
+* ``ggis`` (RMwGGIS, Alg. 1): s neighbours drawn from the gradient-guided proposal
+  n(i) ∝ w(delta_hat_i), delta_hat = (2x - 1) ⊙ ∇_x E(x) (Eq. 7-10; for ``eq3``
+  n(i) ∝ exp(2 delta_hat_i), Eq. 10), then either the importance-weighted estimate (basic,
+  Eq. 6; weights in :mod:`ebmlab.learning.ratio_matching_sampling`) or the unweighted sum
+  (advanced, Eq. 11, sum_t t(delta_{i_t})). The proposal and the weights carry no gradient.
+* ``uniform`` (RMwRAND, Sec. 5.1): the same with n(i) = 1/d.
 
 Every sample is paired with its OWN flipped neighbours (the reference code mixes samples
-through a reshape; see tests/test_ratio_matching.py::test_sampled_terms_pair_each_sample).
+through a reshape; see tests/learning/test_ratio_matching.py::test_sampled_terms_pair_each_sample).
 All neighbours of a batch are evaluated in one batched forward pass. The learner that trains
 with these objectives is :class:`ebmlab.learning.ratio_matching_learner.RatioMatchingLearner`.
 """
@@ -26,8 +28,10 @@ import torch.nn.functional as F
 from torch import Tensor
 
 from ebmlab.errors import ConfigError, check
+from ebmlab.learning.ratio_matching_objectives import proposal_logits, term
+from ebmlab.learning.ratio_matching_sampling import draw_indices, importance_weights
 
-OBJECTIVES = ("rm", "rmwggis", "rmwrand")
+ESTIMATORS = ("full", "ggis", "uniform")
 VARIANTS = ("basic", "advanced")
 
 
@@ -65,8 +69,8 @@ def flip_at(x: Tensor, idx: Tensor) -> Tensor:
     return x[:, None, :] + onehot * (1.0 - 2.0 * x[:, None, :])
 
 
-def ratio_matching_loss(model, x: Tensor, reduction: str = "mean", chunk_size: int = 0) -> Tensor:
-    """Full ratio matching, Eq. (3): mean_x sum_i exp(2 (E(x) - E(x_{-i}))).
+def full_loss(model, x: Tensor, objective: str, reduction: str, chunk_size: int) -> Tensor:
+    """sum_i t(E(x) - E(x_{-i})) over all d neighbours, reduced over the rows of ``x``.
 
     The n*d neighbours are evaluated as one [n*d, d] batch (``chunk_size`` > 0 splits that
     forward into pieces, which bounds memory only when no gradient is being recorded).
@@ -74,31 +78,52 @@ def ratio_matching_loss(model, x: Tensor, reduction: str = "mean", chunk_size: i
     n, d = x.shape
     e_x = _energy(model, x)
     e_nb = _energy_chunked(model, flip_all(x).reshape(n * d, d), chunk_size).reshape(n, d)
-    per_sample = torch.exp(2.0 * (e_x[:, None] - e_nb)).sum(-1)
-    return _reduce(per_sample, reduction)
+    return _reduce(term(objective, e_x[:, None] - e_nb).sum(-1), reduction)
 
 
-def ratio_matching_terms(model, x: Tensor, idx: Tensor, e_x: Tensor | None = None) -> Tensor:
-    """exp(2 (E(x_b) - E(flip_{idx[b,t]}(x_b)))) as [n, s], each row paired with its own x_b."""
+def ratio_matching_loss(model, x: Tensor, reduction: str = "mean", chunk_size: int = 0) -> Tensor:
+    """Full ratio matching, Eq. (3): mean_x sum_i exp(2 (E(x) - E(x_{-i})))."""
+    return full_loss(model, x, "eq3", reduction, chunk_size)
+
+
+def neighbour_terms(
+    model, x: Tensor, idx: Tensor, objective: str, e_x: Tensor | None = None
+) -> Tensor:
+    """t(E(x_b) - E(flip_{idx[b,t]}(x_b))) as [n, s], each row paired with its own x_b."""
     n, d = x.shape
     s = idx.shape[1]
     if e_x is None:
         e_x = _energy(model, x)
     e_nb = _energy(model, flip_at(x, idx).reshape(n * s, d)).reshape(n, s)
-    return torch.exp(2.0 * (e_x[:, None] - e_nb))
+    return term(objective, e_x[:, None] - e_nb)
 
 
-def gradient_proposal(model, x: Tensor) -> tuple[Tensor, Tensor]:
-    """Return (E(x) with its parameter graph, proposal log-probabilities [n, d], detached).
+def ratio_matching_terms(model, x: Tensor, idx: Tensor, e_x: Tensor | None = None) -> Tensor:
+    """exp(2 (E(x_b) - E(flip_{idx[b,t]}(x_b)))) as [n, s] (the Eq. 3 terms)."""
+    return neighbour_terms(model, x, idx, "eq3", e_x)
 
-    log n(i) = log_softmax(2 (2x - 1) ⊙ ∇_x E(x))_i  (Eq. 8-10). One forward + one backward.
-    """
+
+def first_order_deltas(model, x: Tensor) -> tuple[Tensor, Tensor]:
+    """(E(x) with its parameter graph, delta_hat = (2x - 1) ⊙ ∇_x E(x) detached) (Eq. 7-9).
+
+    One forward + one backward."""
     with torch.enable_grad():
         xg = x.detach().requires_grad_(True)
         e_x = _energy(model, xg)
         (g,) = torch.autograd.grad(e_x.sum(), xg, retain_graph=True)
-    logits = 2.0 * (2.0 * x.detach() - 1.0) * g.detach()
-    return e_x, torch.log_softmax(logits.double(), dim=-1)
+    return e_x, (2.0 * x.detach() - 1.0) * g.detach()
+
+
+def gradient_proposal(
+    model, x: Tensor, objective: str = "eq3", proposal: str = "value"
+) -> tuple[Tensor, Tensor]:
+    """Return (E(x) with its parameter graph, proposal log-probabilities [n, d], detached).
+
+    log n(i) = log_softmax(proposal_logits(delta_hat))_i; for ``eq3``
+    log_softmax(2 (2x - 1) ⊙ ∇_x E(x))_i (Eq. 10)."""
+    e_x, delta_hat = first_order_deltas(model, x)
+    logits = proposal_logits(objective, proposal, delta_hat.double())
+    return e_x, torch.log_softmax(logits, dim=-1)
 
 
 def _validate(variant: str, s: int, d: int, replacement: bool) -> None:
@@ -112,26 +137,53 @@ def _validate(variant: str, s: int, d: int, replacement: bool) -> None:
     )
 
 
-def _sampled_estimate(
+def sampled_estimate(
     model,
     x: Tensor,
     e_x: Tensor,
     log_q: Tensor,
+    objective: str,
     s: int,
     variant: str,
     replacement: bool,
     generator: torch.Generator | None,
 ) -> Tensor:
-    """Per-sample estimate [n] of the RM sum from s indices drawn from q = exp(log_q)."""
-    idx = torch.multinomial(log_q.exp(), s, replacement=replacement, generator=generator)
-    terms = ratio_matching_terms(model, x.detach(), idx, e_x=e_x)
+    """Per-sample estimate [n] of sum_i t(delta_i) from s indices drawn from exp(log_q)."""
+    idx = draw_indices(log_q, s, replacement, generator)
+    terms = neighbour_terms(model, x.detach(), idx, objective, e_x=e_x)
     if variant == "advanced":
         return terms.sum(-1)
-    # basic, Eq. (6): d * (1/s) sum_t (1/d) / n(i_t) * term_t, weights held constant.
-    # Unbiased with replacement; the reference draws without replacement, where this
-    # weighting is only approximately unbiased.
-    w = torch.exp(-log_q.gather(1, idx)).div(s).to(terms.dtype)
-    return (w.detach() * terms).sum(-1)
+    w = importance_weights(log_q, idx, replacement).to(terms.dtype)
+    return (w * terms).sum(-1)
+
+
+def sampled_loss(
+    model,
+    x: Tensor,
+    objective: str,
+    estimator: str,
+    proposal: str,
+    s: int,
+    variant: str,
+    replacement: bool,
+    generator: torch.Generator | None,
+    reduction: str,
+) -> Tensor:
+    """``ggis`` (gradient-guided proposal) or ``uniform`` (n(i) = 1/d) estimate of the
+    ``objective``, basic (Eq. 6) or advanced (Eq. 11)."""
+    n, d = x.shape
+    _validate(variant, s, d, replacement)
+    if estimator == "ggis":
+        e_x, log_q = gradient_proposal(model, x, objective, proposal)
+    elif estimator == "uniform":
+        log_q = torch.full((n, d), -math.log(d), dtype=torch.float64, device=x.device)
+        e_x = _energy(model, x)
+    else:
+        raise ConfigError("estimator", f"sampled estimators are ggis, uniform (got {estimator!r})")
+    per_sample = sampled_estimate(
+        model, x, e_x, log_q, objective, s, variant, replacement, generator
+    )
+    return _reduce(per_sample, reduction)
 
 
 def rmwggis_loss(
@@ -143,11 +195,10 @@ def rmwggis_loss(
     generator: torch.Generator | None = None,
     reduction: str = "mean",
 ) -> Tensor:
-    """RMwGGIS (Alg. 1): gradient-guided proposal (Eq. 10), basic (Eq. 6) or advanced (Eq. 11)."""
-    _validate(variant, s, x.shape[1], replacement)
-    e_x, log_q = gradient_proposal(model, x)
-    per_sample = _sampled_estimate(model, x, e_x, log_q, s, variant, replacement, generator)
-    return _reduce(per_sample, reduction)
+    """RMwGGIS (Alg. 1) on Eq. (3): proposal Eq. (10), basic (Eq. 6) or advanced (Eq. 11)."""
+    return sampled_loss(
+        model, x, "eq3", "ggis", "value", s, variant, replacement, generator, reduction
+    )
 
 
 def rmwrand_loss(
@@ -159,11 +210,8 @@ def rmwrand_loss(
     replacement: bool = True,
     reduction: str = "mean",
 ) -> Tensor:
-    """RMwRAND ablation (Sec. 5.1): uniform proposal; ``advanced`` sums the s terms (as the
-    reference does), ``basic`` is the unbiased (d/s) * sum."""
-    n, d = x.shape
-    _validate(variant, s, d, replacement)
-    log_q = torch.full((n, d), -math.log(d), dtype=torch.float64, device=x.device)
-    e_x = _energy(model, x)
-    per_sample = _sampled_estimate(model, x, e_x, log_q, s, variant, replacement, generator)
-    return _reduce(per_sample, reduction)
+    """RMwRAND ablation (Sec. 5.1) on Eq. (3): uniform proposal; ``advanced`` sums the s terms
+    (as the reference does), ``basic`` is importance weighted (unbiased)."""
+    return sampled_loss(
+        model, x, "eq3", "uniform", "value", s, variant, replacement, generator, reduction
+    )

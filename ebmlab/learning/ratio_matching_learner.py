@@ -5,7 +5,8 @@ replacement, then one update on
 
     loss = J_objective(batch) + l1 * sum |theta|_1     (theta = model.l1_parameters())
 
-(the objectives of :mod:`ebmlab.learning.ratio_matching`), gradient-norm clipping
+(``objective``: the loss form, ``estimator``: how its sum over the d neighbours is computed;
+:mod:`ebmlab.learning.ratio_matching`), gradient-norm clipping
 (``grad_clip`` > 0), an Adam step with ``weight_decay``, and the model's ``project_()``
 (symmetrise J and zero its diagonal for the Ising model; nothing for other models).
 No sampler. Settings per benchmark (in conf/): density modelling and graph generation use
@@ -22,13 +23,8 @@ from torch import Tensor
 
 from ebmlab.errors import ConfigError, DivergenceError, check
 from ebmlab.learning.batches import Transform, draw_rows
-from ebmlab.learning.ratio_matching import (
-    OBJECTIVES,
-    VARIANTS,
-    ratio_matching_loss,
-    rmwggis_loss,
-    rmwrand_loss,
-)
+from ebmlab.learning.ratio_matching import ESTIMATORS, VARIANTS, full_loss, sampled_loss
+from ebmlab.learning.ratio_matching_objectives import OBJECTIVES, PROPOSALS
 
 
 class RatioMatchingLearner:
@@ -36,15 +32,19 @@ class RatioMatchingLearner:
     :class:`~ebmlab.core.protocols.Learner`).
 
     Args:
-        objective: ``rm`` (Eq. 3, all d neighbours), ``rmwggis`` (gradient-guided proposal,
-            Eq. 10) or ``rmwrand`` (uniform proposal, Sec. 5.1).
+        objective: the loss form: ``eq3`` (the paper's Eq. 3, minimised by p_data^(1/4)),
+            ``hyvarinen`` (Eq. 2) or ``lyu`` (Lyu's form with its cross term), both consistent.
+        estimator: ``full`` (RM, all d neighbours), ``ggis`` (RMwGGIS, gradient-guided
+            proposal) or ``uniform`` (RMwRAND, Sec. 5.1).
+        proposal: ``value`` (n(i) ∝ |t(delta_hat_i)|, Eq. 10 for ``eq3``) or ``slope``
+            (n(i) ∝ |t'(delta_hat_i)|); used by ``ggis`` only.
         variant: ``advanced`` (unweighted sum of the s terms, Eq. 11) or ``basic``
-            (importance-weighted, Eq. 6); unused by ``rm``.
-        s: sampled neighbours per data point; unused by ``rm``.
-        replacement: draw the s indices with replacement; unused by ``rm``.
+            (importance-weighted, Eq. 6, unbiased); unused by ``full``.
+        s: sampled neighbours per data point; unused by ``full``.
+        replacement: draw the s indices with replacement; unused by ``full``.
         lr, weight_decay: Adam.
         grad_clip: max total gradient norm; 0 disables clipping.
-        chunk_size: rows per forward over the n*d neighbours of ``rm`` (0 = one batch).
+        chunk_size: rows per forward over the n*d neighbours of ``full`` (0 = one batch).
         batch_size: data rows per iteration.
         l1: weight of the L1 penalty on the model's ``l1_parameters()``.
     """
@@ -53,7 +53,9 @@ class RatioMatchingLearner:
 
     def __init__(
         self,
-        objective: Literal["rm", "rmwggis", "rmwrand"],
+        objective: Literal["eq3", "hyvarinen", "lyu"],
+        estimator: Literal["full", "ggis", "uniform"],
+        proposal: Literal["value", "slope"],
         variant: Literal["basic", "advanced"],
         s: int,
         replacement: bool,
@@ -70,6 +72,16 @@ class RatioMatchingLearner:
             f"must be one of {', '.join(OBJECTIVES)} (got {objective!r})",
         )
         check(
+            estimator in ESTIMATORS,
+            "estimator",
+            f"must be one of {', '.join(ESTIMATORS)} (got {estimator!r})",
+        )
+        check(
+            proposal in PROPOSALS,
+            "proposal",
+            f"must be one of {', '.join(PROPOSALS)} (got {proposal!r})",
+        )
+        check(
             variant in VARIANTS,
             "variant",
             f"must be one of {', '.join(VARIANTS)} (got {variant!r})",
@@ -81,7 +93,8 @@ class RatioMatchingLearner:
         check(chunk_size >= 0, "chunk_size", f"must be >= 0; 0 means one batch (got {chunk_size})")
         check(batch_size >= 1, "batch_size", f"must be an integer >= 1 (got {batch_size})")
         check(l1 >= 0, "l1", f"must be >= 0 (got {l1})")
-        self.objective, self.variant, self.s, self.replacement = objective, variant, s, replacement
+        self.objective, self.estimator, self.proposal = objective, estimator, proposal
+        self.variant, self.s, self.replacement = variant, s, replacement
         self.lr, self.weight_decay, self.grad_clip = lr, weight_decay, grad_clip
         self.chunk_size, self.batch_size, self.l1 = chunk_size, batch_size, l1
         self.optimizer: torch.optim.Optimizer | None = None
@@ -89,7 +102,7 @@ class RatioMatchingLearner:
 
     def check_data_dim(self, d: int) -> None:
         """Drawing s distinct indices needs s <= d (call it at build time, before compute)."""
-        if not (self.objective == "rm" or self.replacement or self.s <= d):
+        if not (self.estimator == "full" or self.replacement or self.s <= d):
             raise ConfigError(
                 "learner.s",
                 f"must be <= the data dimension {d} when drawing without replacement "
@@ -111,12 +124,21 @@ class RatioMatchingLearner:
         self.optimizer = torch.optim.Adam(params, lr=self.lr, weight_decay=self.weight_decay)
 
     def objective_loss(self, model, x: Tensor, generator: torch.Generator) -> Tensor:
-        """The configured objective, mean over the rows of ``x``."""
-        if self.objective == "rm":
-            return ratio_matching_loss(model, x, chunk_size=self.chunk_size)
-        if self.objective == "rmwggis":
-            return rmwggis_loss(model, x, self.s, self.variant, self.replacement, generator)
-        return rmwrand_loss(model, x, self.s, generator, self.variant, self.replacement)
+        """The configured objective and estimator, mean over the rows of ``x``."""
+        if self.estimator == "full":
+            return full_loss(model, x, self.objective, "mean", self.chunk_size)
+        return sampled_loss(
+            model,
+            x,
+            self.objective,
+            self.estimator,
+            self.proposal,
+            self.s,
+            self.variant,
+            self.replacement,
+            generator,
+            "mean",
+        )
 
     def step(self, model, generator: torch.Generator) -> dict:
         """One iteration: draw a data batch, then :meth:`update` on it."""

@@ -172,7 +172,9 @@ class DensityModeling(LoopTask):
         name, lr = ctx.choices.get("learner", ""), p.learner
         if isinstance(lr, PCD):
             return f"{name} ({ctx.choices.get('sampler', '')})"
-        return name if lr.objective == "rm" else f"{name} {lr.variant}, s={lr.s}"
+        if lr.objective != "eq3":
+            name = f"{name} ({lr.objective})"
+        return name if lr.estimator == "full" else f"{name} {lr.variant}, s={lr.s}"
 
     def finish(self, p: Parts, history, ctx) -> dict:
         n, seconds = self.cad.n_steps, ctx.elapsed()

@@ -40,5 +40,7 @@ def test_ising_rm_experiment_composes_with_each_learner(learner):
         cfg = compose("config", overrides=[EXP, f"learner={learner}"])
     validate_node(cfg.learner, "learner")
     assert get_object(cfg.learner._target_) is RatioMatchingLearner
-    assert cfg.learner.objective == learner and cfg.learner.l1 == 0.01
+    estimator = {"rm": "full", "rmwggis": "ggis", "rmwrand": "uniform"}[learner]
+    assert cfg.learner.objective == "eq3" and cfg.learner.estimator == estimator
+    assert cfg.learner.l1 == 0.01
     assert cfg.learner.batch_size == 100 and cfg.learner.lr == 1e-4 and cfg.learner.s == 10
