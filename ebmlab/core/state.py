@@ -2,6 +2,14 @@
 
 ``ChainState`` caches ``log_prob(x)`` and ``grad log_prob(x)`` so a Metropolis-Hastings
 step costs one forward and one backward; ``StepInfo`` is what one step did.
+
+``ChainState.aux`` holds further per-chain quantities a kernel derived from (x, grad) or
+from the model at x (a proposal's flip logits, an RBM's hidden pre-activations), so that
+the reverse-move quantities of an accepted proposal are the next step's forward ones.
+Each entry is ``name -> (tag, tensors)``: the tag says what the tensors were computed
+with (proposal parameters, model parameter versions) and a kernel uses an entry only when
+the tag matches. ``select`` combines entries row by row; replacing x, log_prob or grad
+drops them, and checkpoints leave them out (they are recomputed).
 """
 
 from __future__ import annotations
@@ -20,8 +28,12 @@ class ChainState:
     log_prob: Tensor
     grad: Tensor | None = None
     extra: dict = field(default_factory=dict)
+    aux: dict = field(default_factory=dict)
 
     def replace(self, **kw) -> ChainState:
+        """A copy with fields replaced; new x, log_prob or grad drop the (stale) ``aux``."""
+        if "aux" not in kw and any(k in kw for k in ("x", "log_prob", "grad")):
+            kw["aux"] = {}
         return replace(self, **kw)
 
     def state_dict(self) -> dict:
@@ -33,17 +45,94 @@ class ChainState:
         as older checkpoints hold) put back; ``extra`` is kept."""
         if isinstance(d, (tuple, list)):
             d = dict(zip(("x", "log_prob", "grad"), d))
-        return replace(self, x=d["x"], log_prob=d["log_prob"], grad=d["grad"])
+        return replace(self, x=d["x"], log_prob=d["log_prob"], grad=d["grad"], aux={})
 
     def select(self, accept: Tensor, other: ChainState) -> ChainState:
-        """Take ``other``'s values where ``accept`` [chains] is True, else keep ours."""
-        a = accept.view(-1, *([1] * (self.x.dim() - 1)))
-        x = torch.where(a, other.x, self.x)
-        lp = torch.where(accept, other.log_prob, self.log_prob)
+        """Take ``other``'s values where ``accept`` [chains] is True, else keep ours (new
+        tensors; neither state is modified). ``aux`` entries present in both states under
+        the same tag are combined the same way, the others are dropped."""
+        take = _take_rows
+        if accept.device.type == "cpu":  # all or none accepted (common): no copy at all
+            if bool(accept.all()):
+                take = _take_new
+            elif not bool(accept.any()):
+                take = _take_old
         g = None
         if self.grad is not None and other.grad is not None:
-            g = torch.where(a, other.grad, self.grad)
-        return ChainState(x=x, log_prob=lp, grad=g, extra=self.extra)
+            g = take(accept, other.grad, self.grad)
+        aux = {}
+        for name, (tag, ts) in other.aux.items():
+            mine = self.aux.get(name)
+            if mine is not None and mine[0] == tag:
+                aux[name] = (tag, tuple(take(accept, o, m) for o, m in zip(ts, mine[1])))
+        return ChainState(
+            x=take(accept, other.x, self.x),
+            log_prob=take(accept, other.log_prob, self.log_prob),
+            grad=g,
+            extra=self.extra,
+            aux=aux,
+        )
+
+    def merge(self, accept: Tensor, proposal: ChainState) -> ChainState:
+        """:meth:`select` for a ``proposal`` whose tensors the caller owns (made by this step
+        and used by nothing else afterwards): on CPU, when at most half of the chains
+        reject, their rows are copied into the proposal's tensors in place, which moves far
+        less memory than building new tensors; otherwise this is :meth:`select`."""
+        if accept.device.type != "cpu":
+            return self.select(accept, proposal)
+        pairs = [(proposal.x, self.x), (proposal.log_prob, self.log_prob)]
+        if self.grad is not None or proposal.grad is not None:
+            pairs.append((proposal.grad, self.grad))
+        for name, (tag, ts) in proposal.aux.items():
+            mine = self.aux.get(name)
+            if mine is None or mine[0] != tag:
+                return self.select(accept, proposal)
+            pairs.extend(zip(ts, mine[1]))
+        rows = (~accept).nonzero().squeeze(1)
+        if 2 * rows.numel() > accept.numel() or not all(_row_copyable(*p) for p in pairs):
+            return self.select(accept, proposal)
+        for dst, src in pairs if rows.numel() else ():
+            dst.index_copy_(0, rows, src.index_select(0, rows))
+        return proposal.replace(extra=self.extra)
+
+
+def _row_copyable(dst: Tensor | None, src: Tensor | None) -> bool:
+    """``dst``'s rows can be overwritten in place from ``src`` (no expand, no autograd)."""
+    return (
+        dst is not None
+        and src is not None
+        and dst.shape == src.shape
+        and dst.dtype == src.dtype
+        and dst.is_contiguous()
+        and not dst.requires_grad
+    )
+
+
+def _take_new(accept: Tensor, new: Tensor, old: Tensor) -> Tensor:
+    return new if new.dtype == old.dtype else _take_rows(accept, new, old)
+
+
+def _take_old(accept: Tensor, new: Tensor, old: Tensor) -> Tensor:
+    return old if new.dtype == old.dtype else _take_rows(accept, new, old)
+
+
+def _take_rows(accept: Tensor, new: Tensor, old: Tensor) -> Tensor:
+    """Row b of ``new`` where accept[b], else of ``old``: the values torch.where gives.
+
+    Floating [chains, ...] tensors go through ``lerp(old, new, accept)``: with weights exactly
+    0 and 1 it returns the old or the new value exactly (a zero may change sign) whenever
+    new - old is finite, at a fraction of the cost of a broadcast ``where`` on CPU. When the
+    result is not finite (a non-finite input, an overflow) the rows are taken with ``where``,
+    as they are on other devices."""
+    mask = accept.view(-1, *([1] * (new.dim() - 1)))
+    if new.dim() < 2 or not new.is_floating_point() or new.dtype != old.dtype:
+        return torch.where(mask, new, old)
+    if new.device.type != "cpu":  # where is fast there, and the check below would sync
+        return torch.where(mask, new, old)
+    out = torch.lerp(old, new, mask.to(new.dtype))
+    if not torch.isfinite(out.sum()):
+        return torch.where(mask, new, old)
+    return out
 
 
 @dataclass

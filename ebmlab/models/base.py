@@ -14,6 +14,9 @@ class EnergyModel(nn.Module):
     categorical) and implement ``log_prob``. They may add
     ``log_prob_and_grad(x)`` for an analytic gradient, and override ``l1_parameters`` /
     ``project_`` (used by the learners) when some parameters are penalised or constrained.
+    Binary models may add exact single-flip updates for GWG-1 and Gibbs-1: ``flip_cache(x,
+    with_grad)``, ``flip_update(y, idx, cache, with_grad)`` and ``flip_tag()`` (see
+    :class:`ebmlab.models.rbm.BernoulliRBM`).
     """
 
     dim: int

@@ -37,6 +37,36 @@ class _IsingBase(EnergyModel):
             lp = (js * s).sum(-1) + s @ b
             return lp, 2.0 * (2.0 * js + b)
 
+    # -- single-coordinate flips (GWG-1, Gibbs-1) ----------------------------------------------
+    def flip_tag(self) -> tuple:
+        """Identifies the parameter values a flip cache belongs to (changes when they do)."""
+        return tuple((id(t), t._version) for t in (self._coupling(), self._field()))
+
+    @torch.no_grad()
+    def flip_cache(self, x: Tensor, with_grad: bool) -> tuple[Tensor, Tensor | None, Tensor]:
+        """(log p(x), its gradient or None, the flip cache s J in float64 [B, d])."""
+        s = 2.0 * x - 1.0
+        j, b = self._coupling(), self._field()
+        js = s @ j
+        lp = (js * s).sum(-1) + s @ b
+        return lp, (2.0 * (2.0 * js + b) if with_grad else None), js.double()
+
+    @torch.no_grad()
+    def flip_update(
+        self, y: Tensor, idx: Tensor, cache: Tensor, with_grad: bool
+    ) -> tuple[Tensor, Tensor | None, Tensor]:
+        """(log p(y), its gradient or None, the cache at y) for ``y`` = the state of ``cache``
+        with coordinate ``idx[b]`` of chain b flipped: s_y J = s_x J + 2 s_{y,i} J[i, :], so
+        no d x d product (float64 cache: no drift over many flips)."""
+        j, b = self._coupling(), self._field()
+        rows = torch.arange(y.shape[0], device=y.device)
+        s = 2.0 * y - 1.0
+        coef = (2.0 * s[rows, idx]).to(cache.dtype)
+        cache_y = torch.addcmul(cache, coef[:, None], j[idx].to(cache.dtype))
+        js = cache_y.to(j.dtype)
+        lp = (js * s).sum(-1) + s @ b
+        return lp, (2.0 * (2.0 * js + b) if with_grad else None), cache_y
+
 
 class LatticeIsing(_IsingBase):
     """Periodic n_side x n_side lattice Ising with J = sigma * adjacency and uniform bias."""

@@ -78,6 +78,48 @@ class BernoulliRBM(EnergyModel):
             grad = torch.sigmoid(hl) @ self.W + self.b
         return lp, grad
 
+    # -- single-coordinate flips (GWG-1, Gibbs-1) ----------------------------------------------
+    def flip_tag(self) -> tuple:
+        """Identifies the parameter values a flip cache belongs to (changes when they do)."""
+        return tuple((id(t), t._version) for t in (self.W, self.b, self.c))
+
+    @torch.no_grad()
+    def flip_cache(self, v: Tensor, with_grad: bool) -> tuple[Tensor, Tensor | None, Tensor]:
+        """(log p~(v), its gradient or None, the flip cache): one forward (+ backward).
+
+        The cache is the hidden pre-activations W v + c in float64 [B, H]; :meth:`flip_update`
+        moves it along single flips without a V x H product and without drift."""
+        hl = self.hidden_logits(v)
+        lp = self.log_prob_from_hidden_logits(v, hl)
+        grad = torch.sigmoid(hl) @ self.W + self.b if with_grad else None
+        return lp, grad, hl.double()
+
+    @torch.no_grad()
+    def flip_update(
+        self, y: Tensor, idx: Tensor, cache: Tensor, with_grad: bool
+    ) -> tuple[Tensor, Tensor | None, Tensor]:
+        """(log p~(y), its gradient or None, the cache at y) for ``y`` = the state of ``cache``
+        with coordinate ``idx[b]`` of chain b flipped: W y + c = W x + c + (y_i - x_i) W[:, i]
+        (a rank-1 update per chain); the gradient still costs one H x V product."""
+        rows = torch.arange(y.shape[0], device=y.device)
+        delta = (2.0 * y[rows, idx] - 1.0).to(cache.dtype)  # y_i - x_i = +-1
+        cols = self._visible_major().index_select(0, idx)  # W[:, i] of each chain, [B, H]
+        cache_y = torch.addcmul(cache, delta[:, None], cols.to(cache.dtype))
+        hl = cache_y.to(self.W.dtype)
+        lp = self.log_prob_from_hidden_logits(y, hl)
+        grad = torch.sigmoid(hl) @ self.W + self.b if with_grad else None
+        return lp, grad, cache_y
+
+    def _visible_major(self) -> Tensor:
+        """W^T as a contiguous [V, H] copy, so that a column of W is one contiguous row
+        (kept until W changes; not a parameter, not saved)."""
+        key = (self.W.data_ptr(), self.W._version, self.W.dtype, self.W.device)
+        memo = self.__dict__.get("_wt_memo")
+        if memo is None or memo[0] != key:
+            memo = (key, self.W.detach().t().contiguous())
+            self.__dict__["_wt_memo"] = memo
+        return memo[1]
+
     def log_joint(self, v: Tensor, h: Tensor) -> Tensor:
         """Unnormalised log p~(v, h) = h^T W v + b^T v + c^T h, [B]."""
         return ((h @ self.W) * v).sum(-1) + v @ self.b + h @ self.c

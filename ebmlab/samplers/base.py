@@ -31,6 +31,9 @@ __all__ = [
     "log_prob_only",
     "bernoulli",
     "mh_accept",
+    "has_flip_updates",
+    "with_flip_cache",
+    "flip_state",
 ]
 
 
@@ -98,3 +101,29 @@ def mh_accept(log_ratio: Tensor, generator: torch.Generator) -> tuple[Tensor, Te
     u = torch.rand(log_ratio.shape, generator=generator, device=log_ratio.device)
     accepted = torch.log(u) < log_ratio
     return accepted, torch.exp(torch.clamp(log_ratio, max=0.0))
+
+
+def has_flip_updates(model) -> bool:
+    """Whether ``model`` offers exact single-flip updates (``flip_cache``, ``flip_update``,
+    ``flip_tag``; see :class:`ebmlab.models.rbm.BernoulliRBM`) for GWG-1 and Gibbs-1."""
+    return all(callable(getattr(model, m, None)) for m in ("flip_cache", "flip_update", "flip_tag"))
+
+
+def flip_state(model, x: Tensor, with_grad: bool) -> ChainState:
+    """The chain state at ``x`` with the model's flip cache in ``aux["flip"]``: one forward
+    (+ backward when ``with_grad``), like :func:`value_and_grad`."""
+    lp, g, cache = model.flip_cache(x.reshape(x.shape[0], -1), with_grad)
+    g = None if g is None else g.reshape(x.shape)
+    return ChainState(x=x, log_prob=lp, grad=g, aux={"flip": (model.flip_tag(), (cache,))})
+
+
+def with_flip_cache(model, state: ChainState, with_grad: bool) -> tuple[ChainState, int]:
+    """``state`` with the model's flip cache in ``aux["flip"]``, and the evaluations that
+    cost: 0 when the cache is there for the current parameters, else 1 (log_prob, and the
+    gradient when ``with_grad``, are re-evaluated in the same pass and replace the state's)."""
+    entry = state.aux.get("flip")
+    if entry is not None and entry[0] == model.flip_tag():
+        if state.grad is not None or not with_grad:
+            return state, 0
+    new = flip_state(model, state.x, with_grad)
+    return new.replace(grad=state.grad if new.grad is None else new.grad, aux=new.aux), 1

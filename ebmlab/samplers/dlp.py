@@ -97,6 +97,8 @@ class _DLP(Sampler):
         x = _wide(state.x.reshape(n, -1))
         gx = _wide(state.grad.reshape(n, -1))
         p = self.proposal(x.shape[1], x.device, x.dtype)
+        if space.kind == BINARY:
+            return self._binary_step(model, state, x, gx, p, generator, extra)
         y, fwd, jump_all = proposals.propose(space, x, gx, p, generator)
         y_state = y.to(state.x.dtype).reshape(shape)
         lp_y, g_y = value_and_grad(model, y_state)
@@ -113,6 +115,26 @@ class _DLP(Sampler):
             accept_prob=accept_prob,
             accepted=accepted,
             jump=jump_all * accepted.to(jump_all.dtype),
+            n_log_prob=1 + extra,
+            n_grad=1 + extra,
+        )
+        return new, info
+
+    def _binary_step(self, model, state, x, gx, p, generator, extra):
+        """Binary flips; the reverse terms at y are kept for the next step (proposals)."""
+        mv = proposals.binary_move(model, state, x, gx, p, generator, self.adjusted)
+        jump = mv.flip.sum(-1)
+        if not self.adjusted:
+            ones = torch.ones(x.shape[0], device=x.device)
+            info = StepInfo(ones, ones.bool(), jump, n_log_prob=1 + extra, n_grad=1 + extra)
+            return mv.proposed, info
+        log_ratio = _wide(mv.proposed.log_prob) - _wide(state.log_prob) + mv.rev - mv.fwd
+        accepted, accept_prob = mh_accept(log_ratio, generator)
+        new = mv.current.merge(accepted, mv.proposed)
+        info = StepInfo(
+            accept_prob=accept_prob,
+            accepted=accepted,
+            jump=jump * accepted.to(jump.dtype),
             n_log_prob=1 + extra,
             n_grad=1 + extra,
         )

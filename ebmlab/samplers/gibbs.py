@@ -6,7 +6,9 @@ systematic scan updating every coordinate once per step.
 
 Both only call ``model.log_prob`` (no gradients). The conditional of one site is
 computed from the cached log_prob of the current state plus the log_prob of the
-alternatives (1 for binary, S-1 for ordinal, evaluated in one batched call).
+alternatives (1 for binary, S-1 for ordinal, evaluated in one batched call). A binary model
+with single-flip updates (``flip_cache`` / ``flip_update`` / ``flip_tag``: the RBM, the
+Ising models) evaluates the flipped state from a per-chain cache instead (rank-1 update).
 """
 
 from __future__ import annotations
@@ -14,7 +16,15 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
-from ebmlab.samplers.base import ChainState, Sampler, StepInfo, log_prob_only
+from ebmlab.samplers.base import (
+    ChainState,
+    Sampler,
+    StepInfo,
+    flip_state,
+    has_flip_updates,
+    log_prob_only,
+    with_flip_cache,
+)
 from ebmlab.samplers.proposals import sample_categorical
 from ebmlab.samplers.spaces import BINARY, ORDINAL, StateSpace, state_space
 
@@ -37,14 +47,18 @@ def _site_update(
     if kind == "binary":
         y = x.clone()
         y[rows, site] = 1.0 - cur
-        lp_alt = log_prob_only(model, y.reshape(shape))
+        entry = state.aux.get("flip")
+        if entry is not None:  # put there by _flip_ready for the current parameters
+            lp_alt, _, cache_y = model.flip_update(y, site, entry[1][0], False)
+            aux = {"flip": (entry[0], (cache_y,))}
+        else:
+            lp_alt, aux = log_prob_only(model, y.reshape(shape)), {}
         # P(flip) = sigmoid(f(y) - f(x)); compare log u with logsigmoid for safety
         delta = (lp_alt.to(wide) - lp_cur.to(wide)).float()
         u = torch.rand(delta.shape, generator=generator, device=delta.device)
         flip = torch.log(u) < torch.nn.functional.logsigmoid(delta)
-        x_new = torch.where(flip[:, None], y, x)
-        lp_new = torch.where(flip, lp_alt, lp_cur)
-        return ChainState(x=x_new.reshape(shape), log_prob=lp_new, extra=state.extra), 1
+        prop = ChainState(x=y.reshape(shape), log_prob=lp_alt, extra=state.extra, aux=aux)
+        return state.merge(flip, prop), 1
     # ordinal: the S-1 alternatives (cur + k) mod S, k = 1..S-1, as one batched call
     k = torch.arange(1, S, device=x.device, dtype=x.dtype)
     alt_vals = torch.remainder(cur[:, None] + k[None, :], S)  # [chains, S-1]
@@ -57,6 +71,20 @@ def _site_update(
     x_new = cand[rows, choice]
     lp_new = torch.cat([lp_cur[:, None], lp_alt], 1)[rows, choice]
     return ChainState(x=x_new.reshape(shape), log_prob=lp_new, extra=state.extra), S - 1
+
+
+def _flip_ready(model, space: StateSpace, state: ChainState) -> tuple[ChainState, int]:
+    """Binary models with single-flip updates: ``state`` with the flip cache (and the
+    evaluations that cost, 0 or 1); otherwise ``state`` without one."""
+    if space.kind == BINARY and has_flip_updates(model):
+        return with_flip_cache(model, state, with_grad=False)
+    if "flip" in state.aux:
+        state = state.replace(aux={k: v for k, v in state.aux.items() if k != "flip"})
+    return state, 0
+
+
+def _flip_init(model, sampler) -> bool:
+    return state_space(model, sampler).kind == BINARY and has_flip_updates(model)
 
 
 def _jump(x_old: Tensor, x_new: Tensor) -> Tensor:
@@ -74,8 +102,14 @@ class RandomScanGibbs(Sampler):
     exact = True
     state_spaces = (BINARY, ORDINAL)
 
+    def init(self, model, x: Tensor) -> ChainState:
+        if _flip_init(model, self):
+            return flip_state(model, x.detach(), with_grad=False)
+        return super().init(model, x)
+
     def step(self, model, state: ChainState, generator: torch.Generator):
         space = state_space(model, self)
+        state, extra = _flip_ready(model, space, state)
         n = state.x.shape[0]
         D = state.x[0].numel()
         site = torch.randint(0, D, (n,), generator=generator, device=state.x.device)
@@ -85,7 +119,7 @@ class RandomScanGibbs(Sampler):
             accept_prob=ones,
             accepted=ones.bool(),
             jump=_jump(state.x, new.x),
-            n_log_prob=n_lp,
+            n_log_prob=n_lp + extra,
             n_grad=0,
         )
         return new, info
@@ -103,12 +137,17 @@ class SweepGibbs(Sampler):
     exact = True
     state_spaces = (BINARY, ORDINAL)
 
+    def init(self, model, x: Tensor) -> ChainState:
+        if _flip_init(model, self):
+            return flip_state(model, x.detach(), with_grad=False)
+        return super().init(model, x)
+
     def step(self, model, state: ChainState, generator: torch.Generator):
         space = state_space(model, self)
+        state, n_lp = _flip_ready(model, space, state)
         n = state.x.shape[0]
         D = state.x[0].numel()
         x0 = state.x
-        n_lp = 0
         for i in range(D):
             site = torch.full((n,), i, device=x0.device, dtype=torch.long)
             state, c = _site_update(model, space, state, site, generator)

@@ -8,7 +8,13 @@ that maps x -> y and y -> x (flipping a set is its own inverse), so the MH ratio
     log a = f(y) - f(x) + sum_j log q(i_j|y) - sum_j log q(i_j|x)
 
 leaves the target invariant. One forward + one backward per step: the proposal's
-log_prob and gradient become the next state's cache on acceptance.
+log_prob and gradient become the next state's cache on acceptance, and so do its index
+log-probabilities log q(.|y) (kept in ``state.aux``).
+
+GWG-1 on a model with single-flip updates (``flip_cache`` / ``flip_update`` / ``flip_tag``,
+e.g. the RBM and the Ising models) evaluates y from a per-chain cache of x (the RBM's
+hidden pre-activations, the Ising field s J) instead of a full forward: the same numbers
+up to rounding, at a fraction of the cost.
 """
 
 from __future__ import annotations
@@ -17,7 +23,16 @@ import torch
 from torch import Tensor
 
 from ebmlab.errors import check
-from ebmlab.samplers.base import ChainState, Sampler, StepInfo, mh_accept, value_and_grad
+from ebmlab.samplers.base import (
+    ChainState,
+    Sampler,
+    StepInfo,
+    flip_state,
+    has_flip_updates,
+    mh_accept,
+    value_and_grad,
+    with_flip_cache,
+)
 from ebmlab.samplers.spaces import BINARY, state_space
 
 
@@ -45,7 +60,8 @@ class GWG(Sampler):
     def _index_log_probs(x: Tensor, grad: Tensor) -> Tensor:
         """log q(i|x) [chains, D] = log_softmax(d~(x) / 2)."""
         x, grad = _wide(x.reshape(x.shape[0], -1)), _wide(grad.reshape(grad.shape[0], -1))
-        return torch.log_softmax(grad * (1 - 2 * x) / 2, dim=-1)
+        # (1 - 2x) / 2 = +-1/2 exactly: the same numbers as grad * (1 - 2x) / 2
+        return torch.log_softmax(grad * torch.sub(0.5, x), dim=-1)
 
     def log_proposal(self, model, x: Tensor, grad: Tensor, y: Tensor) -> Tensor:
         """log q(y|x) [batch] of the GWG-1 move (for exact kernel tests); n_flips=1 only."""
@@ -57,34 +73,63 @@ class GWG(Sampler):
         lq = (logq * diff).sum(-1)
         return torch.where(one, lq, torch.full_like(lq, -torch.inf))
 
+    def init(self, model, x: Tensor) -> ChainState:
+        if self.n_flips == 1 and has_flip_updates(model):
+            return flip_state(model, x.detach(), with_grad=True)
+        return super().init(model, x)
+
     def step(self, model, state: ChainState, generator: torch.Generator):
         state_space(model, self)
         extra = 0
-        if state.grad is None:  # state built by a gradient-free sampler: fill the cache
+        flips = self.n_flips == 1 and has_flip_updates(model)
+        if flips:  # also fills a missing gradient
+            state, extra = with_flip_cache(model, state, with_grad=True)
+        elif state.grad is None:  # state built by a gradient-free sampler: fill the cache
             lp, g = value_and_grad(model, state.x)
             state, extra = state.replace(log_prob=lp, grad=g), 1
-        shape = state.x.shape
-        x = state.x.reshape(shape[0], -1)
-        logq_x = self._index_log_probs(state.x, state.grad)  # [chains, D]
+        shape, n = state.x.shape, state.x.shape[0]
+        x = state.x.reshape(n, -1)
+        cached = state.aux.get("gwg")
+        if cached is not None and cached[0] == _TAG:
+            (logq_x,) = cached[1]
+        else:
+            logq_x = self._index_log_probs(state.x, state.grad)  # [chains, D]
+            state = state.replace(aux={**state.aux, "gwg": (_TAG, (logq_x,))})
         idx = _draw_indices(logq_x, self.n_flips, generator)
-        mask = torch.zeros_like(x).scatter_(1, idx, 1.0)
-        y = x + mask * (1 - 2 * x)
-        lp_y, g_y = value_and_grad(model, y.reshape(shape))
-        prop = ChainState(x=y.reshape(shape), log_prob=lp_y, grad=g_y)
-        logq_y = self._index_log_probs(prop.x, g_y)
+        if self.n_flips == 1:
+            y = x.clone().scatter_(1, idx, 1 - x.gather(1, idx))
+            jump = torch.ones(n, device=x.device, dtype=x.dtype)
+        else:
+            mask = torch.zeros_like(x).scatter_(1, idx, 1.0)
+            y = x + mask * (1 - 2 * x)
+            jump = mask.sum(-1)
+        aux = {}
+        if flips:
+            tag, (cache_x,) = state.aux["flip"]
+            lp_y, g_y, cache_y = model.flip_update(y, idx[:, 0], cache_x, True)
+            g_y = g_y.reshape(shape)
+            aux["flip"] = (tag, (cache_y,))
+        else:
+            lp_y, g_y = value_and_grad(model, y.reshape(shape))
+        logq_y = self._index_log_probs(y, g_y)
+        aux["gwg"] = (_TAG, (logq_y,))
+        prop = ChainState(x=y.reshape(shape), log_prob=lp_y, grad=g_y, aux=aux)
         fwd = logq_x.gather(1, idx).sum(1)
         rev = logq_y.gather(1, idx).sum(1)
         log_ratio = _wide(lp_y) - _wide(state.log_prob) + rev - fwd
         accepted, accept_prob = mh_accept(log_ratio, generator)
-        new = state.select(accepted, prop)
+        new = state.merge(accepted, prop)
         info = StepInfo(
             accept_prob=accept_prob,
             accepted=accepted,
-            jump=mask.sum(-1) * accepted.to(mask.dtype),
+            jump=jump * accepted.to(jump.dtype),
             n_log_prob=1 + extra,
             n_grad=1 + extra,
         )
         return new, info
+
+
+_TAG = ("gwg",)  # log q(.|x) depends on (x, grad) only
 
 
 def _draw_indices(logq: Tensor, k: int, generator: torch.Generator) -> Tensor:

@@ -123,11 +123,12 @@ def test_gradient_samplers_cost_one_forward_one_backward(sampler, gen):
 
 
 def test_analytic_gradient_model_is_used(gen):
-    """With log_prob_and_grad (LatticeIsing) no autograd call happens."""
+    """With log_prob_and_grad (LatticeIsing) no autograd call happens; GWG-1 uses the
+    model's single-flip update instead of a full evaluation."""
     from ebmlab.models.ising import LatticeIsing
 
     class Spy(LatticeIsing):
-        n_lpg = n_lp = 0
+        n_lpg = n_lp = n_flip = 0
 
         def log_prob_and_grad(self, x):
             self.n_lpg += 1
@@ -137,13 +138,18 @@ def test_analytic_gradient_model_is_used(gen):
             self.n_lp += 1
             return super().log_prob(x)
 
+        def flip_update(self, y, idx, cache, with_grad):
+            self.n_flip += 1
+            return super().flip_update(y, idx, cache, with_grad)
+
     m = Spy(n_side=4, sigma=0.3, bias=0.1)
-    for s in (GWG(1), DMALA(0.3, None)):
+    for s, calls in ((GWG(1), (0, 0, 3)), (GWG(2), (3, 0, 0)), (DMALA(0.3, None), (3, 0, 0))):
         st = s.init(m, random_init(m, 8, gen))
-        m.n_lpg = m.n_lp = 0
+        m.n_lpg = m.n_lp = m.n_flip = 0
         for _ in range(3):
-            st, _ = s.step(m, st, gen)
-        assert (m.n_lpg, m.n_lp) == (3, 0)
+            st, info = s.step(m, st, gen)
+            assert (info.n_log_prob, info.n_grad) == (1, 1)
+        assert (m.n_lpg, m.n_lp, m.n_flip) == calls
 
 
 def test_gibbs_counts(gen):

@@ -95,3 +95,24 @@ def test_binary_draw_matches_its_log_q():
     y, lq, jump = proposals.propose(space, x, g, p, torch.Generator().manual_seed(2))
     torch.testing.assert_close(lq, proposals.log_q(space, x, g, p, y), rtol=0, atol=0)
     assert torch.equal(jump, (y != x).sum(-1).to(jump.dtype))
+
+
+def test_uniform_draws():
+    """The CPU float32 uniforms: on the 2^-24 grid in [0, 1), uniform moments, reproducible
+    from the seed, independent halves of each 64-bit draw; other dtypes are torch.rand."""
+    u = proposals.uniform((400, 501), torch.Generator().manual_seed(0), "cpu", torch.float32)
+    assert u.shape == (400, 501) and u.dtype == torch.float32
+    assert float(u.min()) >= 0.0 and float(u.max()) < 1.0
+    assert torch.equal(u * 2**24, (u * 2**24).round())
+    assert abs(float(u.mean()) - 0.5) < 3e-3 and abs(float(u.var()) - 1 / 12) < 2e-3
+    flat = u.flatten().double()
+    pairs = torch.stack([flat[0:-1:2], flat[1::2]])
+    assert abs(float(torch.corrcoef(pairs)[0, 1])) < 0.01
+    again = proposals.uniform((400, 501), torch.Generator().manual_seed(0), "cpu", torch.float32)
+    assert torch.equal(u, again)
+    other = proposals.uniform((400, 501), torch.Generator().manual_seed(1), "cpu", torch.float32)
+    assert not torch.equal(u, other)
+    d = proposals.uniform((3, 4), torch.Generator().manual_seed(0), "cpu", torch.float64)
+    assert torch.equal(
+        d, torch.rand(3, 4, generator=torch.Generator().manual_seed(0), dtype=torch.float64)
+    )

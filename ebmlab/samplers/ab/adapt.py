@@ -217,8 +217,9 @@ class _Adaptation(Sampler):
 
     def step(self, model, state: ChainState, generator: torch.Generator):
         p = self.current_params()
-        new, info, pr = self.kernel.move(model, state, generator, p["sigma"], p["alpha"])
-        self._observe(pr)
+        new, info, _ = self.kernel.move(
+            model, state, generator, p["sigma"], p["alpha"], self._observe
+        )
         if self.adapting:
             self.adapter.record(info.jump.mean())
         self.step_count += 1

@@ -98,7 +98,9 @@ class GaussianTrick:
 class ABProposal(NamedTuple):
     """One AB proposal: flat (wide) x, y and gradients, the standard normal ``xi`` behind the
     auxiliary variable (None without the Gaussian trick), the proposed chain state, the MH
-    log-ratio (Eq. 15 for the quadratic proposal) and the jump |y - x|_1 [chains]."""
+    log-ratio (Eq. 15 for the quadratic proposal) and the jump |y - x|_1 [chains].
+    ``current`` is the input state with the proposal's forward terms cached in ``aux``
+    (None: the input state as it was)."""
 
     x: Tensor
     y: Tensor
@@ -108,6 +110,7 @@ class ABProposal(NamedTuple):
     proposed: ChainState
     log_ratio: Tensor
     jump: Tensor
+    current: ChainState | None = None
 
 
 class AB1stKernel(Sampler):
@@ -142,6 +145,12 @@ class AB1stKernel(Sampler):
         x = _wide(state.x.reshape(n, -1))
         gx = _wide(state.grad.reshape(n, -1))
         p = self._proposal(sigma, alpha, x)
+        if space.kind == BINARY:
+            mv = proposals.binary_move(model, state, x, gx, p, generator, True)
+            lp_y = mv.proposed.log_prob
+            log_ratio = _wide(lp_y) - _wide(state.log_prob) + mv.rev - mv.fwd
+            jump = mv.flip.sum(-1)
+            return ABProposal(x, mv.y, gx, mv.gy, None, mv.proposed, log_ratio, jump, mv.current)
         y, fwd, jump = proposals.propose(space, x, gx, p, generator)
         lp_y, g_y = value_and_grad(model, y.to(state.x.dtype).reshape(shape))
         gy = _wide(g_y.reshape(n, -1))
@@ -150,21 +159,30 @@ class AB1stKernel(Sampler):
         proposed = ChainState(x=y.to(state.x.dtype).reshape(shape), log_prob=lp_y, grad=g_y)
         return ABProposal(x, y, gx, gy, None, proposed, log_ratio, jump)
 
-    def move(self, model, state: ChainState, generator, sigma: float, alpha: float):
-        """One MH step at (sigma, alpha): (new state, StepInfo, the ABProposal)."""
+    def move(self, model, state: ChainState, generator, sigma: float, alpha: float, observe):
+        """One MH step at (sigma, alpha): (new state, StepInfo, the ABProposal).
+
+        ``observe`` (a callable or None) sees the ABProposal before the move is taken; after
+        it, the proposal's tensors may hold the kept states in the rows of rejected chains
+        (the binary kernels reuse them for the new state)."""
         extra = 0
         if state.grad is None:  # state built by a gradient-free sampler: fill the cache
             lp, g = value_and_grad(model, state.x)
             state, extra = state.replace(log_prob=lp, grad=g), 1
         pr = self.propose(model, state, generator, sigma, alpha)
         accepted, accept_prob = mh_accept(pr.log_ratio, generator)
-        new = state.select(accepted, pr.proposed)
+        if observe is not None:
+            observe(pr)
+        if pr.current is None:
+            new = state.select(accepted, pr.proposed)
+        else:
+            new = pr.current.merge(accepted, pr.proposed)
         jump = pr.jump * accepted.to(pr.jump.dtype)
         info = StepInfo(accept_prob, accepted, jump, n_log_prob=1 + extra, n_grad=1 + extra)
         return new, info, pr
 
     def step(self, model, state: ChainState, generator: torch.Generator):
-        new, info, _ = self.move(model, state, generator, self.sigma, self.alpha)
+        new, info, _ = self.move(model, state, generator, self.sigma, self.alpha, None)
         return new, info
 
     def state_dict(self) -> dict:

@@ -79,6 +79,18 @@ def kernel_step(
     """
     p = Langevin(beta, step=alpha)
     x, gx = _flat(state.x, space), _flat(state.grad, space)
+    if space.kind == BINARY:
+        mv = proposals.binary_move(model, state, x, gx, p, generator, mh)
+        jump = mv.flip.sum(-1)
+        if not mh:
+            ones = torch.ones_like(mv.proposed.log_prob, dtype=torch.float32)
+            return mv.proposed, StepInfo(ones, ones.bool(), jump, n_log_prob=1, n_grad=1)
+        lp_y = mv.proposed.log_prob
+        wide = torch.float64 if lp_y.dtype == torch.float64 else torch.float32
+        log_ratio = (lp_y.to(wide) - state.log_prob.to(wide)) + (mv.rev.to(wide) - mv.fwd.to(wide))
+        accepted, accept_prob = mh_accept(log_ratio, generator)
+        new = mv.current.merge(accepted, mv.proposed)
+        return new, StepInfo(accept_prob, accepted, jump * accepted, n_log_prob=1, n_grad=1)
     y, lq_fwd, jump = proposals.propose(space, x, gx, p, generator)
     lp_y, g_y = value_and_grad(model, y.reshape(state.x.shape))
     prop = ChainState(x=y.reshape(state.x.shape), log_prob=lp_y, grad=g_y, extra=state.extra)
