@@ -24,7 +24,6 @@ from __future__ import annotations
 import math
 
 import torch
-import torch.nn.functional as F
 from torch import Tensor
 
 from ebmlab.errors import ConfigError, check
@@ -65,8 +64,8 @@ def flip_all(x: Tensor) -> Tensor:
 
 def flip_at(x: Tensor, idx: Tensor) -> Tensor:
     """x [n, d], idx [n, s] -> [n, s, d] with out[b, t] = flip_{idx[b, t]}(x_b)."""
-    onehot = F.one_hot(idx, x.shape[-1]).to(x.dtype)
-    return x[:, None, :] + onehot * (1.0 - 2.0 * x[:, None, :])
+    out = x[:, None, :].repeat(1, idx.shape[1], 1)  # one [n, s, d] allocation, no one-hot
+    return out.scatter_(2, idx[..., None], (1.0 - x.gather(1, idx))[..., None])
 
 
 def full_loss(model, x: Tensor, objective: str, reduction: str, chunk_size: int) -> Tensor:

@@ -11,6 +11,7 @@ from torch import nn
 from ebmlab.errors import ConfigError, DivergenceError
 from ebmlab.learning.ratio_matching import (
     flip_all,
+    flip_at,
     gradient_proposal,
     ratio_matching_loss,
     ratio_matching_terms,
@@ -65,6 +66,14 @@ def _brute_rm(model, x):
 def test_flip_all():
     x = torch.tensor([[1.0, 0.0, 1.0]])
     assert flip_all(x)[0].tolist() == [[0, 0, 1], [1, 1, 1], [1, 0, 0]]
+
+
+def test_flip_at_flips_exactly_the_drawn_bit_of_its_own_row():
+    x = torch.tensor([[1.0, 0.0, 1.0], [0.0, 0.0, 1.0]], dtype=torch.float64)
+    out = flip_at(x, torch.tensor([[0, 2], [1, 1]]))
+    assert out.dtype == x.dtype and out.shape == (2, 2, 3)
+    assert out.tolist() == [[[0, 0, 1], [1, 0, 0]], [[0, 1, 1], [0, 1, 1]]]
+    assert x.tolist() == [[1, 0, 1], [0, 0, 1]]  # the input is not modified
 
 
 def test_rm_matches_double_loop(gen):
