@@ -73,6 +73,8 @@ def test_ising_sampling_end_to_end(tmp_path):
     assert 0 < r["accept_rate"] <= 1 and r["ess"] > 0 and r["ess_per_second"] > 0
     assert r["log_prob_evals_per_step"] == 1 and r["grad_evals_per_step"] == 1
     assert r["rmse"] < 0.1  # running mean of 9 spins close to the exact mean
+    # the proposal flips at least what is accepted, and fewer than all 9 spins on average
+    assert r["jump"] <= r["proposal_flips"] < 9 and r["jump"] < r["proposal_flips"]
 
 
 def test_rerun_of_finished_run_is_a_no_op(tmp_path):

@@ -144,6 +144,8 @@ class StepInfo:
     jump: Hamming distance (or L1 for ordinal states) between old and new x [chains].
     n_log_prob: batched log_prob evaluations this step cost (one per chain each).
     n_grad: batched gradient evaluations this step cost.
+    proposed_jump: coordinates the proposal changed [chains], before the MH test (None where a
+        kernel does not report it).
     """
 
     accept_prob: Tensor
@@ -151,6 +153,7 @@ class StepInfo:
     jump: Tensor
     n_log_prob: int
     n_grad: int
+    proposed_jump: Tensor | None = None
 
     def totals(self) -> dict:
         """Per-step scalars for :class:`ebmlab.core.loop.Totals`, left on the device."""
@@ -159,7 +162,13 @@ class StepInfo:
             "jump": self.jump.float().mean(),
             "n_log_prob": self.n_log_prob,
             "n_grad": self.n_grad,
+            **self._proposed(),
         }
+
+    def _proposed(self) -> dict:
+        if self.proposed_jump is None:
+            return {}
+        return {"proposal_flips": self.proposed_jump.float().mean()}
 
     def scalars(self) -> dict[str, float]:
         return {
@@ -167,4 +176,5 @@ class StepInfo:
             "jump": float(self.jump.float().mean()),
             "n_log_prob": float(self.n_log_prob),
             "n_grad": float(self.n_grad),
+            **{k: float(v) for k, v in self._proposed().items()},
         }

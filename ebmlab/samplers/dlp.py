@@ -117,6 +117,7 @@ class _DLP(Sampler):
             jump=jump_all * accepted.to(jump_all.dtype),
             n_log_prob=1 + extra,
             n_grad=1 + extra,
+            proposed_jump=jump_all,
         )
         return new, info
 
@@ -137,6 +138,7 @@ class _DLP(Sampler):
             jump=jump * accepted.to(jump.dtype),
             n_log_prob=1 + extra,
             n_grad=1 + extra,
+            proposed_jump=jump,
         )
         return new, info
 

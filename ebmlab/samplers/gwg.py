@@ -125,6 +125,7 @@ class GWG(Sampler):
             jump=jump * accepted.to(jump.dtype),
             n_log_prob=1 + extra,
             n_grad=1 + extra,
+            proposed_jump=jump,
         )
         return new, info
 

@@ -130,6 +130,11 @@ class IsingSampling(LoopTask):
             "ess_per_second": ess / (seconds * (n - b) / n),  # post-burn-in share of the time
             "accept_rate": totals.mean("accept_rate"),
             "jump": totals.mean("jump"),
+            **(
+                {"proposal_flips": totals.mean("proposal_flips")}
+                if "proposal_flips" in totals.sums
+                else {}
+            ),
             "log_prob_evals_per_step": totals.mean("n_log_prob"),
             "grad_evals_per_step": totals.mean("n_grad"),
             "seconds": seconds,
