@@ -63,6 +63,15 @@ class GWG(Sampler):
         # (1 - 2x) / 2 = +-1/2 exactly: the same numbers as grad * (1 - 2x) / 2
         return torch.log_softmax(grad * torch.sub(0.5, x), dim=-1)
 
+    def _draw(self, logq: Tensor, generator: torch.Generator) -> Tensor:
+        """The index sequence [chains, k]: k iid draws."""
+        return _draw_indices(logq, self.n_flips, generator)
+
+    @staticmethod
+    def _sequence_log_q(logq: Tensor, idx: Tensor) -> Tensor:
+        """log-probability [chains] of the index sequence ``idx`` under ``logq``."""
+        return logq.gather(1, idx).sum(1)
+
     def log_proposal(self, model, x: Tensor, grad: Tensor, y: Tensor) -> Tensor:
         """log q(y|x) [batch] of the GWG-1 move (for exact kernel tests); n_flips=1 only."""
         if self.n_flips != 1:
@@ -95,7 +104,7 @@ class GWG(Sampler):
         else:
             logq_x = self._index_log_probs(state.x, state.grad)  # [chains, D]
             state = state.replace(aux={**state.aux, "gwg": (_TAG, (logq_x,))})
-        idx = _draw_indices(logq_x, self.n_flips, generator)
+        idx = self._draw(logq_x, generator)
         if self.n_flips == 1:
             y = x.clone().scatter_(1, idx, 1 - x.gather(1, idx))
             jump = torch.ones(n, device=x.device, dtype=x.dtype)
@@ -114,8 +123,7 @@ class GWG(Sampler):
         logq_y = self._index_log_probs(y, g_y)
         aux["gwg"] = (_TAG, (logq_y,))
         prop = ChainState(x=y.reshape(shape), log_prob=lp_y, grad=g_y, aux=aux)
-        fwd = logq_x.gather(1, idx).sum(1)
-        rev = logq_y.gather(1, idx).sum(1)
+        fwd, rev = self._sequence_log_q(logq_x, idx), self._sequence_log_q(logq_y, idx)
         log_ratio = _wide(lp_y) - _wide(state.log_prob) + rev - fwd
         accepted, accept_prob = mh_accept(log_ratio, generator)
         new = state.merge(accepted, prop)
@@ -128,6 +136,38 @@ class GWG(Sampler):
             proposed_jump=jump,
         )
         return new, info
+
+
+class GWGDistinct(GWG):
+    """GWG-k flipping exactly k DISTINCT coordinates: i_1..i_k drawn from q(.|x) one after
+    another without replacement (Gumbel-top-k gives that ordered draw). The ordered sequence
+    is the auxiliary variable, so log q(i_1..i_k|x) = sum_t log q(i_t|x) - log(1 - sum_{u<t}
+    q(i_u|x)) and the same sequence is scored under q(.|y) for the reverse move. Ebmlab's
+    check of whether the DLP paper's GWG-6 (Sec. 7.1) flips 6 distinct coordinates."""
+
+    def _draw(self, logq: Tensor, generator: torch.Generator) -> Tensor:
+        if self.n_flips == 1:
+            return _draw_indices(logq, 1, generator)
+        check(
+            self.n_flips <= logq.shape[-1],
+            "n_flips",
+            f"must be <= the dimension {logq.shape[-1]} for distinct flips (got {self.n_flips})",
+        )
+        u = torch.rand(logq.shape, generator=generator, device=logq.device, dtype=torch.float64)
+        tiny = torch.finfo(torch.float64).tiny
+        gumbel = -torch.log(-torch.log(u.clamp_min(tiny)))
+        return (logq.double() + gumbel).topk(self.n_flips, dim=-1).indices
+
+    @staticmethod
+    def _sequence_log_q(logq: Tensor, idx: Tensor) -> Tensor:
+        lp = logq.double().gather(1, idx)
+        p = lp.exp()
+        drawn_before = torch.cumsum(p, 1) - p
+        return (
+            (lp - torch.log1p(-drawn_before))
+            .sum(1)
+            .to(torch.promote_types(logq.dtype, torch.float32))
+        )
 
 
 _TAG = ("gwg",)  # log q(.|x) depends on (x, grad) only

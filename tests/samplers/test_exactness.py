@@ -13,7 +13,7 @@ import torch
 from ebmlab.samplers.base import mh_accept
 from ebmlab.samplers.dlp import DMALA, DULA
 from ebmlab.samplers.gibbs import RandomScanGibbs, SweepGibbs
-from ebmlab.samplers.gwg import GWG
+from ebmlab.samplers.gwg import GWG, GWGDistinct
 from tests.exactness import (
     assert_exact,
     empirical_probs,
@@ -112,13 +112,14 @@ FAST = [
     ("ising", RandomScanGibbs(), 10000, 120),
     ("ising", GWG(1), 10000, 50),
     ("rbm", GWG(3), 10000, 50),
+    ("rbm", GWGDistinct(3), 10000, 50),
     ("rbm", DMALA(0.4, None), 10000, 50),
     ("rbm", SweepGibbs(), 5000, 6),
     ("ordinal3", RandomScanGibbs(), 5000, 60),
     ("ordinal3", DMALA(0.4, None), 5000, 40),
 ]
-FAST_IDS = ["ising-gibbs", "ising-gwg1", "rbm-gwg3", "rbm-dmala", "rbm-sweep", "ord-gibbs",
-            "ord-dmala"]  # fmt: skip
+FAST_IDS = ["ising-gibbs", "ising-gwg1", "rbm-gwg3", "rbm-gwg3-distinct", "rbm-dmala",
+            "rbm-sweep", "ord-gibbs", "ord-dmala"]  # fmt: skip
 SLOW = [
     ("ising", RandomScanGibbs(), 20000, 150),
     ("ising", GWG(1), 20000, 60),
