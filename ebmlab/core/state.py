@@ -9,7 +9,8 @@ the reverse-move quantities of an accepted proposal are the next step's forward 
 Each entry is ``name -> (tag, tensors)``: the tag says what the tensors were computed
 with (proposal parameters, model parameter versions) and a kernel uses an entry only when
 the tag matches. ``select`` combines entries row by row; replacing x, log_prob or grad
-drops them, and checkpoints leave them out (they are recomputed).
+drops them. Checkpoints keep only the model's flip cache, tagged ``RESTORED`` until a
+kernel has checked it against the model (the other entries are recomputed exactly).
 """
 
 from __future__ import annotations
@@ -18,6 +19,8 @@ from dataclasses import dataclass, field, replace
 
 import torch
 from torch import Tensor
+
+RESTORED = ("restored",)  # tag of an aux entry read from a checkpoint: check it before use
 
 
 @dataclass
@@ -37,15 +40,21 @@ class ChainState:
         return replace(self, **kw)
 
     def state_dict(self) -> dict:
-        """The chains and their cached log-probabilities and gradients, for a checkpoint."""
-        return {"x": self.x, "log_prob": self.log_prob, "grad": self.grad}
+        """The chains and their cached log-probabilities and gradients, for a checkpoint,
+        and the model's incremental flip cache when there is one (``aux["flip"]``: rebuilt
+        from scratch it would differ by rounding, and a resumed run must continue exactly)."""
+        d = {"x": self.x, "log_prob": self.log_prob, "grad": self.grad}
+        if "flip" in self.aux:
+            d["flip_cache"] = self.aux["flip"][1]
+        return d
 
     def restored(self, d) -> ChainState:
         """This state with ``d`` (from :meth:`state_dict`, or an (x, log_prob, grad) tuple
         as older checkpoints hold) put back; ``extra`` is kept."""
         if isinstance(d, (tuple, list)):
             d = dict(zip(("x", "log_prob", "grad"), d))
-        return replace(self, x=d["x"], log_prob=d["log_prob"], grad=d["grad"], aux={})
+        aux = {"flip": (RESTORED, tuple(d["flip_cache"]))} if d.get("flip_cache") else {}
+        return replace(self, x=d["x"], log_prob=d["log_prob"], grad=d["grad"], aux=aux)
 
     def select(self, accept: Tensor, other: ChainState) -> ChainState:
         """Take ``other``'s values where ``accept`` [chains] is True, else keep ours (new

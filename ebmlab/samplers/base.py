@@ -21,7 +21,7 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
-from ebmlab.core.state import ChainState, StepInfo
+from ebmlab.core.state import RESTORED, ChainState, StepInfo
 
 __all__ = [
     "ChainState",
@@ -117,11 +117,27 @@ def flip_state(model, x: Tensor, with_grad: bool) -> ChainState:
     return ChainState(x=x, log_prob=lp, grad=g, aux={"flip": (model.flip_tag(), (cache,))})
 
 
+def _checked_restored_cache(model, state: ChainState, saved: tuple) -> tuple[ChainState, tuple]:
+    """A checkpointed flip cache, used (so a resumed chain continues exactly as an uninterrupted
+    one, evaluation counts included) only if it agrees with a fresh one for the current
+    parameters; otherwise dropped and rebuilt by the caller."""
+    fresh = model.flip_cache(state.x.reshape(state.x.shape[0], -1), False)[2]
+    ok = len(saved) == 1 and saved[0].shape == fresh.shape
+    ok = ok and torch.allclose(saved[0].to(fresh.dtype), fresh, rtol=1e-6, atol=1e-6)
+    entry = (model.flip_tag(), (saved[0].to(fresh.dtype),)) if ok else None
+    aux = {k: v for k, v in state.aux.items() if k != "flip"}
+    if entry is not None:
+        aux["flip"] = entry
+    return state.replace(aux=aux), entry
+
+
 def with_flip_cache(model, state: ChainState, with_grad: bool) -> tuple[ChainState, int]:
     """``state`` with the model's flip cache in ``aux["flip"]``, and the evaluations that
     cost: 0 when the cache is there for the current parameters, else 1 (log_prob, and the
     gradient when ``with_grad``, are re-evaluated in the same pass and replace the state's)."""
     entry = state.aux.get("flip")
+    if entry is not None and entry[0] == RESTORED:  # from a checkpoint
+        state, entry = _checked_restored_cache(model, state, entry[1])
     if entry is not None and entry[0] == model.flip_tag():
         if state.grad is not None or not with_grad:
             return state, 0

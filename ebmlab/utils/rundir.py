@@ -38,6 +38,9 @@ NON_IDENTITY_KEYS = (
     "when",
     "grid",
 )
+# where caches and data live (anywhere in the config): moving a checkout or pointing
+# EBMLAB_CACHE elsewhere must not orphan its runs; the data's identity is in the other keys
+LOCATION_KEYS = ("cache_dir", "data_dir")
 MAX_NAME = 200  # characters of a run-directory name before it is shortened with a hash (limit 255)
 _SAFE = re.compile(r"[^A-Za-z0-9._,=+\-]")
 
@@ -68,8 +71,20 @@ def identity(cfg: DictConfig) -> dict:
     config = OmegaConf.to_container(cfg, resolve=True)
     for k in NON_IDENTITY_KEYS:
         config.pop(k, None)
-    text = json.dumps(config, sort_keys=True, default=str)
-    return {"hash": hashlib.sha256(text.encode()).hexdigest()[:16], "config": config}
+    config = _without_locations(config)
+    return {"hash": _hash(config), "config": config}
+
+
+def _hash(config: dict) -> str:
+    return hashlib.sha256(json.dumps(config, sort_keys=True, default=str).encode()).hexdigest()[:16]
+
+
+def _without_locations(node):
+    if isinstance(node, dict):
+        return {k: _without_locations(v) for k, v in node.items() if k not in LOCATION_KEYS}
+    if isinstance(node, list):
+        return [_without_locations(v) for v in node]
+    return node
 
 
 def _diff(a, b, prefix: str = "") -> list[str]:
@@ -92,6 +107,11 @@ def claim(run_dir: Path, ident: dict) -> dict | None:
     results = run_dir / "results.json"
     if path.exists():
         old = json.loads(path.read_text())
+        if old.get("hash") != ident["hash"] and (
+            _hash(_without_locations(old.get("config", {}))) == ident["hash"]
+        ):  # recorded by an ebmlab that kept the cache / data locations in the identity
+            atomic_write_text(path, json.dumps(ident, indent=2, sort_keys=True, default=str))
+            old = ident
         if old.get("hash") != ident["hash"]:
             keys = _diff(old.get("config", {}), ident["config"])
             shown = ", ".join(keys[:6]) + (f" (+{len(keys) - 6} more)" if len(keys) > 6 else "")

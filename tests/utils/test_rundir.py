@@ -44,6 +44,23 @@ def test_claim_reuses_only_the_same_config(tmp_path):
     assert rundir.claim(tmp_path, two) is None
 
 
+def test_cache_and_data_locations_are_not_identity(tmp_path):
+    """A checkout moved elsewhere (or EBMLAB_CACHE changed) keeps its runs, including runs
+    recorded when the locations were still part of the identity."""
+    cfg = {"seed": 0, "task": {"n": 1, "cache_dir": "/a/.cache"}, "dataset": {"data_dir": "/d"}}
+    moved = {"seed": 0, "task": {"n": 1, "cache_dir": "/b/.cache"}, "dataset": {"data_dir": "/e"}}
+    a, b = rundir.identity(OmegaConf.create(cfg)), rundir.identity(OmegaConf.create(moved))
+    assert a == b and "cache_dir" not in a["config"]["task"]
+    old_record = {"hash": "0123456789abcdef", "config": cfg}  # the old, location-bearing form
+    (tmp_path / "run_config.json").write_text(json.dumps(old_record))
+    (tmp_path / "results.json").write_text(json.dumps({"metrics": {"a": 1.0}}))
+    assert rundir.claim(tmp_path, b) == {"a": 1.0}
+    assert json.loads((tmp_path / "run_config.json").read_text())["hash"] == b["hash"]
+    other = rundir.identity(OmegaConf.create({**moved, "task": {"n": 2, "cache_dir": "/b"}}))
+    with pytest.raises(ConfigError, match="differs at: task.n"):
+        rundir.claim(tmp_path, other)
+
+
 def test_claim_refuses_an_unrecorded_old_run(tmp_path):
     (tmp_path / "checkpoints").mkdir()
     with pytest.raises(ConfigError, match="no recorded configuration"):
