@@ -84,7 +84,9 @@ class ChainState:
 
     def merge(self, accept: Tensor, proposal: ChainState) -> ChainState:
         """:meth:`select` for a ``proposal`` whose tensors the caller owns (made by this step
-        and used by nothing else afterwards): on CPU, when at most half of the chains
+        and used by nothing else afterwards; a model must therefore not keep references to
+        the batches it evaluates, e.g. ``TemperedEBM.last`` keeps a copy): on CPU, when at
+        most half of the chains
         reject, their rows are copied into the proposal's tensors in place, which moves far
         less memory than building new tensors; otherwise this is :meth:`select`."""
         if accept.device.type != "cpu":

@@ -132,7 +132,11 @@ class TemperedEBM:
             v = self.model.net(xg)
             (g,) = torch.autograd.grad(v.sum(), xg)
         v, g = v.detach(), g.detach().reshape(x.shape)
-        self.last = (x.detach(), v, g)
+        self.last = (
+            x.detach().clone(),
+            v,
+            g,
+        )  # a copy: kernels may reuse x's storage (ChainState.merge)
         return v, g
 
     def combine(self, x: Tensor, net: Tensor, gnet: Tensor) -> tuple[Tensor, Tensor]:

@@ -99,7 +99,9 @@ def _ebm_rbm() -> BernoulliRBM:
 FLIP_MODELS = {"rbm": _ebm_rbm, "lattice": lambda: LatticeIsing(3, 0.1, 0.2)}
 
 
-@pytest.mark.parametrize("sampler", [GWG(1), RandomScanGibbs(), SweepGibbs()], ids=str)
+@pytest.mark.parametrize(
+    "sampler", [GWG(1), RandomScanGibbs(), SweepGibbs()], ids=["gwg1", "gibbs", "sweep"]
+)
 @pytest.mark.parametrize("name", list(FLIP_MODELS))
 def test_flip_updates_follow_the_generic_chain(sampler, name):
     """float64: the single-flip path takes the generic path's moves, log_probs to rounding."""
