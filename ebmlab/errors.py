@@ -30,5 +30,12 @@ def check(cond: bool, key: str, message: str) -> None:
         raise ConfigError(key, message)
 
 
+def check_at_least(values: dict, bounds: tuple[tuple[str, int], ...]) -> None:
+    """``bounds``: (space-separated keys, lower bound) pairs; every ``values[key] >= bound``."""
+    for keys, lo in bounds:
+        for k in keys.split():
+            check(values[k] >= lo, k, f"must be >= {lo} (got {values[k]})")
+
+
 class CheckpointError(RuntimeError):
     """No usable checkpoint in a run directory that has some (corrupt or truncated)."""

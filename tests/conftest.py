@@ -56,3 +56,14 @@ def random_rbm():
         return m
 
     return make
+
+
+@pytest.fixture
+def one_thread():
+    """Tests of thousands of tiny tensor ops (AIS, AR(1) recursions, small GRBMs): with 2
+    intra-op threads on a loaded 2-core machine each op pays thread hand-off costs (measured
+    up to 25x slower). Use with ``pytestmark = pytest.mark.usefixtures("one_thread")``."""
+    n = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(n)

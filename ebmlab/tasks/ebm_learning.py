@@ -22,7 +22,7 @@ from torch import Tensor
 
 from ebmlab.core.loop import Cadence, LoopTask
 from ebmlab.data.binary_images import BinaryImages, binarize_batch
-from ebmlab.errors import check
+from ebmlab.errors import check, check_at_least
 from ebmlab.learning.pcd_buffer import PCDBuffer
 from ebmlab.metrics.ais import linear_betas
 from ebmlab.metrics.tempered_ais import mean_log_prob, tempered_ais_log_z
@@ -73,14 +73,14 @@ class EBMLearning(LoopTask):
         on_divergence: str,
         n_show: int,
     ):
-        args = locals()
-        for keys, lo in (
-            ("n_iters log_every checkpoint_every eval_chunk valid_ais_chains ais_chains", 1),
-            ("valid_ais_temps ais_temps", 2),
-            ("valid_every valid_n test_n n_show", 0),
-        ):
-            for k in keys.split():
-                check(args[k] >= lo, k, f"must be >= {lo} (got {args[k]})")
+        check_at_least(
+            locals(),
+            (
+                ("n_iters log_every checkpoint_every eval_chunk valid_ais_chains ais_chains", 1),
+                ("valid_ais_temps ais_temps", 2),
+                ("valid_every valid_n test_n n_show", 0),
+            ),
+        )
         check(valid_every % log_every == 0, "valid_every", "must be a multiple of log_every")
         check(ais_sampler in ("gwg", "dmala"), "ais_sampler", f"gwg or dmala (got {ais_sampler!r})")
         check(ais_step_size > 0, "ais_step_size", f"must be > 0 (got {ais_step_size})")

@@ -22,7 +22,7 @@ import torch
 from torch import Tensor
 
 from ebmlab.core.loop import Cadence, LoopTask
-from ebmlab.errors import check
+from ebmlab.errors import check, check_at_least
 from ebmlab.learning.acs_pcd import ACSPCD
 from ebmlab.learning.pcd import PCD
 from ebmlab.learning.rbm_target import training_split
@@ -64,15 +64,14 @@ class RBMLearning(LoopTask):
         eval_chunk: int,
         n_show: int,
     ):
-        args = locals()
-        for keys, lo in (
-            ("n_iters eval_every checkpoint_every ais_chains train_n eval_chunk", 1),
-            ("ais_groups", 2),
-            ("ais_temps ais_every_temps", 2),
-            ("ais_every n_show", 0),
-        ):
-            for k in keys.split():
-                check(args[k] >= lo, k, f"must be >= {lo} (got {args[k]})")
+        check_at_least(
+            locals(),
+            (
+                ("n_iters eval_every checkpoint_every ais_chains train_n eval_chunk", 1),
+                ("ais_temps ais_every_temps ais_groups", 2),
+                ("ais_every n_show", 0),
+            ),
+        )
         check(
             ais_groups <= ais_chains,
             "ais_groups",

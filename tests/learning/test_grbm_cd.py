@@ -20,13 +20,7 @@ def cd_learner(**kw) -> GRBMModifiedCD:
     return from_conf("learner/grbm_cd", **kw)
 
 
-@pytest.fixture(autouse=True)
-def _one_thread():
-    """Tiny tensors: intra-op threads only add synchronisation cost (see report)."""
-    n = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(n)
+pytestmark = pytest.mark.usefixtures("one_thread")
 
 
 def heldout_ll(m: GRBM, x: torch.Tensor) -> float:

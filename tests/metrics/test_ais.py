@@ -16,15 +16,7 @@ from ebmlab.metrics.ais import (
     sigmoid_betas,
 )
 
-
-@pytest.fixture(autouse=True)
-def _one_thread():
-    # AIS runs thousands of tiny ops; with 2 intra-op threads on a loaded 2-core
-    # machine each op pays thread hand-off costs (measured 25x slower)
-    n = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(n)
+pytestmark = pytest.mark.usefixtures("one_thread")
 
 
 def small_rbm(gen, V=12, H=8, w_scale=1.5):

@@ -5,14 +5,7 @@ import torch
 
 from ebmlab.metrics.ess import ess_1d, ess_per_dim, hamming_to_reference, multichain_ess
 
-
-@pytest.fixture(autouse=True)
-def _one_thread():
-    # many tiny ops (AR(1) recursion); 2 intra-op threads on a loaded machine are far slower
-    n = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(n)
+pytestmark = pytest.mark.usefixtures("one_thread")
 
 
 def ar1(n, chains, rho, gen, d=None):

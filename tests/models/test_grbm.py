@@ -10,14 +10,7 @@ from ebmlab.errors import ConfigError
 from ebmlab.models.grbm import GRBM, all_binary
 from tests.helpers import from_conf
 
-
-@pytest.fixture(autouse=True)
-def _one_thread():
-    """Tiny tensors: intra-op threads only add synchronisation cost (see report)."""
-    n = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(n)
+pytestmark = pytest.mark.usefixtures("one_thread")
 
 
 def tiny(d=3, h=4, seed=0, dtype=torch.float64):

@@ -30,13 +30,7 @@ def gibbs_langevin(**kw) -> GRBMGibbsLangevin:
     return from_conf("sampler/grbm_gibbs_langevin", **kw)
 
 
-@pytest.fixture(autouse=True)
-def _one_thread():
-    """Tiny tensors: intra-op threads only add synchronisation cost (see report)."""
-    n = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(n)
+pytestmark = pytest.mark.usefixtures("one_thread")
 
 
 N_CHAINS = 10000
