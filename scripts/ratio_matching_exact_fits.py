@@ -17,10 +17,11 @@ from torch import Tensor, nn
 
 from ebmlab.data.lattices import lattice_adjacency
 from ebmlab.learning.ratio_matching_exact import expected_dynamics, stationary_point
+from ebmlab.models.base import EnergyModel
 from ebmlab.models.enumeration import binary_states
 
 
-class PairwiseIsing(nn.Module):
+class PairwiseIsing(EnergyModel):
     """log p(x) = s^T J s + b.s, s = 2x - 1, J symmetric with zero diagonal (float64);
     parameters: one value per pair i < j, then the fields."""
 

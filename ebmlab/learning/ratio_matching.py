@@ -29,19 +29,28 @@ from torch import Tensor
 from ebmlab.errors import ConfigError, check
 from ebmlab.learning.ratio_matching_objectives import proposal_logits, term
 from ebmlab.learning.ratio_matching_sampling import draw_indices, importance_weights
+from ebmlab.models.base import EnergyModel, flip_all, flip_at
+
+__all__ = ["flip_all", "flip_at"]  # re-exported: the neighbours ratio matching evaluates
 
 ESTIMATORS = ("full", "ggis", "uniform")
 VARIANTS = ("basic", "advanced")
+NEIGHBOURS = ("model", "generic")
 
 
 def _energy(model, x: Tensor) -> Tensor:
     return -model.log_prob(x)
 
 
-def _energy_chunked(model, x: Tensor, chunk_size: int) -> Tensor:
-    if chunk_size <= 0 or x.shape[0] <= chunk_size:
-        return _energy(model, x)
-    return torch.cat([_energy(model, c) for c in x.split(chunk_size)])
+def flip_log_probs(model, x: Tensor, idx: Tensor | None, neighbours: str) -> Tensor:
+    """log p of the flipped neighbours: ``model`` uses the model's own exact form (e.g. the
+    Ising closed form, the MLP's first-layer linearity), ``generic`` evaluates every flipped
+    vector as a batch (the papers' cost model; same values)."""
+    if neighbours == "generic":
+        return EnergyModel.flip_log_probs(model, x, idx)
+    if neighbours != "model":
+        raise ConfigError("neighbours", f"must be one of model, generic (got {neighbours!r})")
+    return model.flip_log_probs(x, idx)
 
 
 def _reduce(per_sample: Tensor, reduction: str) -> Tensor:
@@ -54,30 +63,24 @@ def _reduce(per_sample: Tensor, reduction: str) -> Tensor:
     raise ConfigError("reduction", f"must be one of mean, sum, none (got {reduction!r})")
 
 
-def flip_all(x: Tensor) -> Tensor:
-    """All single-bit flips: [n, d] -> [n, d, d] with out[b, i] = x_b with bit i flipped."""
-    d = x.shape[-1]
-    out = x[:, None, :].repeat(1, d, 1)
-    out.diagonal(dim1=1, dim2=2).copy_(1.0 - x)  # one [n, d, d] allocation, no temporaries
-    return out
-
-
-def flip_at(x: Tensor, idx: Tensor) -> Tensor:
-    """x [n, d], idx [n, s] -> [n, s, d] with out[b, t] = flip_{idx[b, t]}(x_b)."""
-    out = x[:, None, :].repeat(1, idx.shape[1], 1)  # one [n, s, d] allocation, no one-hot
-    return out.scatter_(2, idx[..., None], (1.0 - x.gather(1, idx))[..., None])
-
-
-def full_loss(model, x: Tensor, objective: str, reduction: str, chunk_size: int) -> Tensor:
+def full_loss(
+    model, x: Tensor, objective: str, reduction: str, chunk_size: int, neighbours: str = "model"
+) -> Tensor:
     """sum_i t(E(x) - E(x_{-i})) over all d neighbours, reduced over the rows of ``x``.
 
-    The n*d neighbours are evaluated as one [n*d, d] batch (``chunk_size`` > 0 splits that
-    forward into pieces, which bounds memory only when no gradient is being recorded).
+    The neighbours come from :func:`flip_log_probs` (``neighbours``); ``chunk_size`` > 0
+    evaluates at most about that many neighbours at a time, which bounds memory only when no
+    gradient is being recorded.
     """
     n, d = x.shape
-    e_x = _energy(model, x)
-    e_nb = _energy_chunked(model, flip_all(x).reshape(n * d, d), chunk_size).reshape(n, d)
-    return _reduce(term(objective, e_x[:, None] - e_nb).sum(-1), reduction)
+    rows = max(1, chunk_size // d) if chunk_size > 0 else n
+    per_sample = torch.cat(
+        [
+            term(objective, flip_log_probs(model, c, None, neighbours) - model.log_prob(c)[:, None])
+            for c in x.split(rows)
+        ]
+    )
+    return _reduce(per_sample.sum(-1), reduction)
 
 
 def ratio_matching_loss(model, x: Tensor, reduction: str = "mean", chunk_size: int = 0) -> Tensor:
@@ -86,15 +89,17 @@ def ratio_matching_loss(model, x: Tensor, reduction: str = "mean", chunk_size: i
 
 
 def neighbour_terms(
-    model, x: Tensor, idx: Tensor, objective: str, e_x: Tensor | None = None
+    model,
+    x: Tensor,
+    idx: Tensor,
+    objective: str,
+    e_x: Tensor | None = None,
+    neighbours: str = "model",
 ) -> Tensor:
     """t(E(x_b) - E(flip_{idx[b,t]}(x_b))) as [n, s], each row paired with its own x_b."""
-    n, d = x.shape
-    s = idx.shape[1]
     if e_x is None:
         e_x = _energy(model, x)
-    e_nb = _energy(model, flip_at(x, idx).reshape(n * s, d)).reshape(n, s)
-    return term(objective, e_x[:, None] - e_nb)
+    return term(objective, e_x[:, None] + flip_log_probs(model, x, idx, neighbours))
 
 
 def ratio_matching_terms(model, x: Tensor, idx: Tensor, e_x: Tensor | None = None) -> Tensor:
@@ -146,10 +151,11 @@ def sampled_estimate(
     variant: str,
     replacement: bool,
     generator: torch.Generator | None,
+    neighbours: str = "model",
 ) -> Tensor:
     """Per-sample estimate [n] of sum_i t(delta_i) from s indices drawn from exp(log_q)."""
     idx = draw_indices(log_q, s, replacement, generator)
-    terms = neighbour_terms(model, x.detach(), idx, objective, e_x=e_x)
+    terms = neighbour_terms(model, x.detach(), idx, objective, e_x, neighbours)
     if variant == "advanced":
         return terms.sum(-1)
     w = importance_weights(log_q, idx, replacement).to(terms.dtype)
@@ -167,6 +173,7 @@ def sampled_loss(
     replacement: bool,
     generator: torch.Generator | None,
     reduction: str,
+    neighbours: str = "model",
 ) -> Tensor:
     """``ggis`` (gradient-guided proposal) or ``uniform`` (n(i) = 1/d) estimate of the
     ``objective``, basic (Eq. 6) or advanced (Eq. 11)."""
@@ -180,7 +187,7 @@ def sampled_loss(
     else:
         raise ConfigError("estimator", f"sampled estimators are ggis, uniform (got {estimator!r})")
     per_sample = sampled_estimate(
-        model, x, e_x, log_q, objective, s, variant, replacement, generator
+        model, x, e_x, log_q, objective, s, variant, replacement, generator, neighbours
     )
     return _reduce(per_sample, reduction)
 

@@ -22,7 +22,7 @@ from scipy.optimize import minimize, root
 from torch import Tensor
 from torch.nn.utils import parameters_to_vector, vector_to_parameters
 
-from ebmlab.learning.ratio_matching import flip_all, gradient_proposal
+from ebmlab.learning.ratio_matching import gradient_proposal
 from ebmlab.learning.ratio_matching_objectives import term
 
 
@@ -67,7 +67,7 @@ def expected_surrogate(
 ) -> Tensor:
     """S(theta) above: its parameter gradient is the expected stochastic gradient."""
     n, d = states.shape
-    e_nb = -model.log_prob(flip_all(states).reshape(n * d, d)).reshape(n, d)
+    e_nb = -model.flip_log_probs(states)
     if estimator == "ggis":
         e_x, log_q = gradient_proposal(model, states, objective, proposal)
     else:

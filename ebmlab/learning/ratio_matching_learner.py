@@ -23,7 +23,13 @@ from torch import Tensor
 
 from ebmlab.errors import ConfigError, DivergenceError, check
 from ebmlab.learning.batches import Transform, draw_rows
-from ebmlab.learning.ratio_matching import ESTIMATORS, VARIANTS, full_loss, sampled_loss
+from ebmlab.learning.ratio_matching import (
+    ESTIMATORS,
+    NEIGHBOURS,
+    VARIANTS,
+    full_loss,
+    sampled_loss,
+)
 from ebmlab.learning.ratio_matching_objectives import OBJECTIVES, PROPOSALS
 
 
@@ -47,6 +53,9 @@ class RatioMatchingLearner:
         chunk_size: rows per forward over the n*d neighbours of ``full`` (0 = one batch).
         batch_size: data rows per iteration.
         l1: weight of the L1 penalty on the model's ``l1_parameters()``.
+        neighbours: ``model`` (the model's exact flip form, e.g. the Ising closed form: RM
+            on the 25x25 Ising costs one [n, d] x [d, d] product) or ``generic`` (the flipped
+            vectors as one batch, the papers' cost model); the values are the same.
     """
 
     needs_sampler = False
@@ -65,6 +74,7 @@ class RatioMatchingLearner:
         chunk_size: int,
         batch_size: int,
         l1: float,
+        neighbours: Literal["model", "generic"],
     ):
         check(
             objective in OBJECTIVES,
@@ -93,6 +103,12 @@ class RatioMatchingLearner:
         check(chunk_size >= 0, "chunk_size", f"must be >= 0; 0 means one batch (got {chunk_size})")
         check(batch_size >= 1, "batch_size", f"must be an integer >= 1 (got {batch_size})")
         check(l1 >= 0, "l1", f"must be >= 0 (got {l1})")
+        check(
+            neighbours in NEIGHBOURS,
+            "neighbours",
+            f"must be one of {', '.join(NEIGHBOURS)} (got {neighbours!r})",
+        )
+        self.neighbours = neighbours
         self.objective, self.estimator, self.proposal = objective, estimator, proposal
         self.variant, self.s, self.replacement = variant, s, replacement
         self.lr, self.weight_decay, self.grad_clip = lr, weight_decay, grad_clip
@@ -126,7 +142,7 @@ class RatioMatchingLearner:
     def objective_loss(self, model, x: Tensor, generator: torch.Generator) -> Tensor:
         """The configured objective and estimator, mean over the rows of ``x``."""
         if self.estimator == "full":
-            return full_loss(model, x, self.objective, "mean", self.chunk_size)
+            return full_loss(model, x, self.objective, "mean", self.chunk_size, self.neighbours)
         return sampled_loss(
             model,
             x,
@@ -138,6 +154,7 @@ class RatioMatchingLearner:
             self.replacement,
             generator,
             "mean",
+            self.neighbours,
         )
 
     def step(self, model, generator: torch.Generator) -> dict:

@@ -45,10 +45,25 @@ class MLPEnergy(EnergyModel):
         self.out = nn.Linear(hidden_dim, 1)
 
     def energy(self, x: Tensor) -> Tensor:
-        h = x
-        for layer in self.hidden:
+        return self._energy_from_first(self.hidden[0](x))
+
+    def _energy_from_first(self, pre: Tensor) -> Tensor:
+        """The energy given the first layer's pre-activations W1 x + b1."""
+        h = self.act(pre)
+        for layer in self.hidden[1:]:
             h = self.act(layer(h))
         return self.out(h).squeeze(-1)
+
+    def flip_log_probs(self, x: Tensor, idx: Tensor | None = None) -> Tensor:
+        """Flipped neighbours through the first layer's linearity: flipping bit i adds
+        (1 - 2 x_i) W1[:, i] to W1 x + b1, so no [n * s, d] input is built or multiplied."""
+        pre = self.hidden[0](x)  # [n, H]
+        cols = self.hidden[0].weight.t()  # [d, H]
+        if idx is None:
+            nb = pre[:, None, :] + (1.0 - 2.0 * x)[..., None] * cols
+        else:
+            nb = pre[:, None, :] + (1.0 - 2.0 * x.gather(1, idx))[..., None] * cols[idx]
+        return -self._energy_from_first(nb)
 
     def log_prob(self, x: Tensor) -> Tensor:
         return -self.energy(x)

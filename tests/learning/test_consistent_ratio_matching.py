@@ -29,6 +29,7 @@ from ebmlab.learning.ratio_matching_exact import (
 from ebmlab.learning.ratio_matching_learner import RatioMatchingLearner
 from ebmlab.learning.ratio_matching_objectives import proposal_logits, term
 from ebmlab.learning.ratio_matching_sampling import draw_indices, importance_weights
+from ebmlab.models.base import EnergyModel
 from ebmlab.models.enumeration import binary_states
 from ebmlab.models.mlp_energy import MLPEnergy
 from ebmlab.utils.config import validate_node
@@ -275,7 +276,7 @@ def test_inclusion_probabilities_match_enumeration():
         assert torch.allclose(pi.sum(-1), torch.full((3,), float(s), dtype=torch.float64))
 
 
-class _ThreeSpins(torch.nn.Module):
+class _ThreeSpins(EnergyModel):
     """log p(x) = sum_{i<j} J_ij s_i s_j * 2 + b.s (s = 2x - 1), the Ising convention."""
 
     def __init__(self, theta):
@@ -455,7 +456,7 @@ def test_lyu_sample_objective_is_unbounded_below_when_a_neighbour_is_unseen():
     r^2 - 2 / r (r = q(0) / q(1)) has no minimum: it falls without bound as the model
     pushes the unseen state away. Hyvarinen's stays in [0, d]."""
 
-    class Field(torch.nn.Module):
+    class Field(EnergyModel):
         def __init__(self, b):
             super().__init__()
             self.b = torch.nn.Parameter(torch.tensor([b], dtype=torch.float64))

@@ -19,6 +19,7 @@ from ebmlab.learning.ratio_matching import (
     rmwrand_loss,
 )
 from ebmlab.learning.ratio_matching_learner import RatioMatchingLearner
+from ebmlab.models.base import EnergyModel
 from ebmlab.models.enumeration import binary_states
 from ebmlab.models.ising import DenseIsing, LatticeIsing
 from ebmlab.models.mlp_energy import MLPEnergy
@@ -39,7 +40,7 @@ def _bits(n: int, d: int, gen) -> torch.Tensor:
     return torch.randint(0, 2, (n, d), generator=gen).double()
 
 
-class Linear(nn.Module):
+class Linear(EnergyModel):
     """E(x) = w.x + c: the first-order neighbour energies are exact."""
 
     def __init__(self, w):
@@ -449,3 +450,26 @@ def test_bench_runs_end_to_end(tmp_path, capsys):
     assert {r["method"] for r in rows} == {"rm", "rmwggis"}
     assert all(r["time_s"] > 0 and r["mem_bytes"] >= 0 for r in rows)
     assert "| 16 |" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("name", ["rm", "rmwggis"])
+def test_model_and_generic_neighbours_train_the_same_ising(name):
+    """learner.neighbours=model (the Ising closed form) and =generic (flipped vectors as a
+    batch) take the same optimiser steps: only the cost differs."""
+    params = []
+    for neighbours in ("model", "generic"):
+        torch.manual_seed(0)
+        model = DenseIsing(9, 0.1, True)
+        data = torch.randint(0, 2, (40, 9), generator=torch.Generator().manual_seed(1)).float()
+        learner = _learner(name, neighbours=neighbours, batch_size=16, l1=0.01, s=4)
+        learner.setup(model, data, torch.Generator().manual_seed(2))
+        gen = torch.Generator().manual_seed(3)
+        for _ in range(5):
+            learner.step(model, gen)
+        params.append(torch.cat([p.detach().flatten() for p in model.parameters()]))
+    assert torch.allclose(params[0], params[1], atol=1e-5)
+
+
+def test_unknown_neighbours_is_a_config_error():
+    with pytest.raises(ConfigError, match="neighbours"):
+        _learner("rm", neighbours="fast")
