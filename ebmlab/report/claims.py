@@ -16,6 +16,11 @@ Kinds:
 - ``less_than`` / ``greater_than``: ``where`` selector, ``bound``; the seed mean is checked,
   or with ``every_run: true`` every matching run (e.g. a bound on an estimator's spread).
 A selector maps config-group choices or dotted config keys to values ({sampler: dmala}).
+A run may carry ``variant_keys`` (set by the report: keys some claim selects on that the run's
+experiment does not sweep, e.g. ``learner.objective``); a run that overrides one of them
+matches only selectors that name it, so a run of a variant (the Hyvarinen objective) never
+counts as a run of the paper's method ({learner: rmwggis}). Other extra overrides (a declared
+shorter ``task.n_steps``) do not stop a match.
 """
 
 from __future__ import annotations
@@ -61,7 +66,10 @@ def _same(actual: str, wanted) -> bool:
 
 
 def matches(run: dict, selector: dict) -> bool:
-    return all(_same(key_value(run, k), v) for k, v in (selector or {}).items())
+    selector = selector or {}
+    if any(k in run["overrides"] and k not in selector for k in run.get("variant_keys", ())):
+        return False
+    return all(_same(key_value(run, k), v) for k, v in selector.items())
 
 
 @dataclass

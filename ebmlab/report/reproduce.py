@@ -20,7 +20,7 @@ from pathlib import Path
 
 from ebmlab.report.claims import NOT_RUN, judge, load_claims, papers
 from ebmlab.report.runs import collect
-from ebmlab.report.spec import sweep_dir
+from ebmlab.report.spec import sweep_dir, sweep_keys
 from ebmlab.utils.rundir import NON_IDENTITY_KEYS
 
 
@@ -117,6 +117,11 @@ def write_report(paper: str, scale: str, root: Path, out_dir: Path) -> Path:
     for c in data["claims"]:  # selectors may name runs of another experiment
         names |= {s["experiment"] for s in selectors(c) if "experiment" in s}
     runs_by_exp = {e: collect(sweep_dir(root, e, scale)) for e in sorted(names)}
+    selected = {k for c in data["claims"] for s in selectors(c) for k in s}
+    for exp, runs in runs_by_exp.items():
+        variant_keys = frozenset(selected - sweep_keys(exp) - {"experiment", "scale", "seed"})
+        for r in runs:
+            r["variant_keys"] = variant_keys
     verdicts = [judge(c, claim_runs(c, runs_by_exp)) for c in data["claims"]]
     counts = Counter(v.verdict for v in verdicts)
     all_runs = [r for rs in runs_by_exp.values() for r in rs]  # for the header

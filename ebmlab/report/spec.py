@@ -44,6 +44,20 @@ def experiment_file(experiment: str) -> Path:
     return path
 
 
+def sweep_keys(experiment: str) -> set[str]:
+    """The keys an experiment's own sweep sets (``hydra.sweeper.params``), following the
+    experiments it extends through its defaults list when it has no sweep of its own."""
+    node = yaml.safe_load(experiment_file(experiment).read_text()) or {}
+    params = ((node.get("hydra") or {}).get("sweeper") or {}).get("params")
+    if params:
+        return set(params)
+    keys: set[str] = set()
+    for entry in node.get("defaults") or []:
+        if isinstance(entry, str) and (CONF / "experiment" / f"{entry}.yaml").is_file():
+            keys |= sweep_keys(entry)
+    return keys
+
+
 def report_spec(experiment: str) -> dict:
     """The ``report:`` node of an experiment, with list defaults filled in."""
     node = (yaml.safe_load(experiment_file(experiment).read_text()) or {}).get("report")

@@ -177,3 +177,28 @@ def test_settings_no_claim_selects_are_declared_as_deviations():
     short["overrides"] = {**short["overrides"], "task.n_steps": "20000", "logger": "none"}
     out = off_protocol(claims, {"e": [run("a", 2.0), short], "f": [run("b", 1.0)]})
     assert out == {"e": {"task.n_steps=20000": 1}}  # seed, selected keys, logger are not deviations
+
+
+def test_runs_of_a_variant_count_only_for_selectors_that_name_it():
+    """A run with an extra override of a key some claim selects on (the Hyvarinen objective)
+    is not a run of the paper's method; a declared shorter run still is."""
+    paper = run("a", 1.0)
+    variant = run("a", 9.0, seed=1)
+    variant["overrides"] = {**variant["overrides"], "learner.objective": "hyvarinen"}
+    short = run("a", 3.0, seed=2)
+    short["overrides"] = {**short["overrides"], "task.n_steps": "20000"}
+    runs = [paper, variant, short]
+    for r in runs:
+        r["variant_keys"] = frozenset({"learner.objective"})
+    c = {"id": "v", "kind": "value", "metric": "m", "paper": 2.0, "tolerance": 0.01}
+    assert C.judge({**c, "where": {"sampler": "a"}}, runs).ours.startswith("2 ± 1.4 (n=2)")
+    hyv = C.judge({**c, "where": {"sampler": "a", "learner.objective": "hyvarinen"}}, runs)
+    assert hyv.ours == "9 (n=1)"
+
+
+def test_variant_keys_leave_out_what_the_experiment_sweeps():
+    from ebmlab.report.spec import sweep_keys
+
+    assert sweep_keys("rmwggis/table3_ising_learning") == {"learner"}
+    assert sweep_keys("rmwggis/table3_timing") == {"learner"}
+    assert sweep_keys("dlp/fig5_ising_learning") == {"sampler", "learner.sampler_steps"}
