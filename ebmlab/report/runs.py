@@ -14,6 +14,8 @@ from pathlib import Path
 
 import yaml
 
+from ebmlab.utils.rundir import LOCATION_KEYS, NON_IDENTITY_KEYS
+
 MISSING = "-"
 
 
@@ -78,6 +80,22 @@ def sort_key(v: str):
         return (0, float(v), "")
     except ValueError:
         return (1, 0.0, v)
+
+
+def row_keys(runs: list[dict], keys: list[str]) -> list[str]:
+    """``keys`` plus every command-line override whose value differs between ``runs`` (the
+    seed and the keys that never change a number aside), so runs of different settings never
+    share a row: e.g. ``learner.objective=hyvarinen`` beside the default Eq. 3 runs."""
+    skip = {"seed", "experiment", "scale", *keys}
+    found = sorted({k for r in runs for k in r["overrides"]} - skip)
+    extra = [
+        k
+        for k in found
+        if k.split(".")[0] not in NON_IDENTITY_KEYS
+        and k.split(".")[-1] not in LOCATION_KEYS
+        and len({r["overrides"].get(k, MISSING) for r in runs}) > 1
+    ]
+    return list(keys) + extra
 
 
 def group_runs(runs: list[dict], keys: list[str]) -> dict[tuple, list[dict]]:

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ebmlab.report.runs import group_runs
+from ebmlab.report.runs import group_runs, row_keys
 from ebmlab.utils.logging import read_metrics
 
 
@@ -100,7 +100,9 @@ def write_table(
     curves: list[str] = (),
     xs: list[str] = ("step", "seconds"),
 ) -> tuple[str, list[Path]]:
-    """Write ``<out>.md``, ``<out>.csv`` and ``<out>_<curve>.png``; returns (md, paths)."""
+    """Write ``<out>.md``, ``<out>.csv`` and ``<out>_<curve>.png``; returns (md, paths).
+    Rows are grouped by ``keys`` and by any override that differs between the runs."""
+    keys = row_keys(runs, keys)
     md, rows = markdown_table(runs, keys, metrics, paper, title)
     out.parent.mkdir(parents=True, exist_ok=True)
     written = [out.with_suffix(".md"), out.with_suffix(".csv")]

@@ -118,3 +118,34 @@ def test_adhoc_table_of_any_sweep_directory(tmp_path):
     out = tmp_path / "t" / "adhoc"
     main(["runs", str(sweep), "--group", "sampler", "--metrics", "m", "--out", str(out)])
     assert "| gwg | 1 | 2 |" in out.with_suffix(".md").read_text()
+
+
+def test_runs_of_different_settings_never_share_a_row(tmp_path):
+    """An override that differs between runs (learner.objective on some) becomes a column;
+    one that every run shares (a declared task.n_steps) and display keys do not."""
+    from ebmlab.report.runs import row_keys
+    from ebmlab.report.tables import markdown_table
+
+    exp = "rmwggis/table3_ising_learning"
+    cfg = {"learner": {"objective": "eq3"}}
+    for seed in (0, 1):
+        fake_run(
+            tmp_path,
+            exp,
+            "paper",
+            {"learner": "rm", "seed": seed, "task.n_iters": 50, "logger": "none"},
+            {"log_rmse": -3.8 - seed},
+            config=cfg,
+        )
+    fake_run(
+        tmp_path,
+        exp,
+        "paper",
+        {"learner": "rm", "learner.objective": "hyvarinen", "seed": 0, "task.n_iters": 50},
+        {"log_rmse": -4.8},
+        config={"learner": {"objective": "hyvarinen"}},
+    )
+    runs = collect(tmp_path / "multirun" / exp / "paper")
+    assert row_keys(runs, ["learner"]) == ["learner", "learner.objective"]
+    md, rows = markdown_table(runs, row_keys(runs, ["learner"]), ["log_rmse"])
+    assert rows[1:] == [["rm", "eq3", "2", "-4.3 ± 0.71"], ["rm", "hyvarinen", "1", "-4.8"]]
