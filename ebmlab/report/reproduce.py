@@ -117,9 +117,13 @@ def write_report(paper: str, scale: str, root: Path, out_dir: Path) -> Path:
     for c in data["claims"]:  # selectors may name runs of another experiment
         names |= {s["experiment"] for s in selectors(c) if "experiment" in s}
     runs_by_exp = {e: collect(sweep_dir(root, e, scale)) for e in sorted(names)}
-    selected = {k for c in data["claims"] for s in selectors(c) for k in s}
+    selected: dict[str, set[str]] = {}  # experiment -> keys its runs are selected on
+    for c in data["claims"]:
+        for sel in selectors(c):
+            selected.setdefault(sel.get("experiment", c["experiment"]), set()).update(sel)
     for exp, runs in runs_by_exp.items():
-        variant_keys = frozenset(selected - sweep_keys(exp) - {"experiment", "scale", "seed"})
+        keys = selected.get(exp, set()) - sweep_keys(exp) - {"experiment", "scale", "seed"}
+        variant_keys = frozenset(keys)
         for r in runs:
             r["variant_keys"] = variant_keys
     verdicts = [judge(c, claim_runs(c, runs_by_exp)) for c in data["claims"]]
