@@ -21,6 +21,9 @@ experiment does not sweep, e.g. ``learner.objective``); a run that overrides one
 matches only selectors that name it, so a run of a variant (the Hyvarinen objective) never
 counts as a run of the paper's method ({learner: rmwggis}). Other extra overrides (a declared
 shorter ``task.n_steps``) do not stop a match.
+A violated ordering names each violation's size in standard errors (the runs' own
+``<metric>_se`` when they report one, else the spread over seeds) and says when every
+violation is within 2 of them: the order is then unresolved at that sample size.
 """
 
 from __future__ import annotations
@@ -74,11 +77,13 @@ def matches(run: dict, selector: dict) -> bool:
 
 @dataclass
 class Stat:
-    """A metric over the matching runs (one per seed)."""
+    """A metric over the matching runs (one per seed); ``ses`` the runs' own standard errors
+    of it (``<metric>_se`` in results.json) when every run reports one."""
 
     values: list[float]
     seconds: float = 0.0
     figures: list[str] = field(default_factory=list)
+    ses: list[float] | None = None
 
     @property
     def mean(self) -> float:
@@ -87,6 +92,15 @@ class Stat:
     @property
     def std(self) -> float:
         return statistics.stdev(self.values) if len(self.values) > 1 else 0.0
+
+    @property
+    def se(self) -> float | None:
+        """Standard error of the mean: from the runs' own standard errors when they report
+        them, else from the spread over seeds (None with one seed and no reported error)."""
+        n = len(self.values)
+        if self.ses is not None:
+            return math.sqrt(sum(s * s for s in self.ses)) / n
+        return self.std / math.sqrt(n) if n > 1 else None
 
     def fmt(self) -> str:
         n = len(self.values)
@@ -109,10 +123,12 @@ def collect_metric(runs: list[dict], selector: dict, metric: str) -> Stat | None
     if not chosen:
         return None
     figs = [str(p) for r in chosen[:1] for p in sorted((r["run_dir"] / "figures").glob("*.png"))]
+    ses = [r["metrics"].get(f"{metric}_se") for r in chosen]
     return Stat(
         [float(r["metrics"][metric]) for r in chosen],
         sum(float(r["metrics"].get("seconds", 0.0)) for r in chosen),
         figs,
+        [float(s) for s in ses] if all(s is not None for s in ses) else None,
     )
 
 
@@ -144,7 +160,7 @@ def _ordering(claim: dict, runs: list[dict]) -> Verdict:
     if missing:
         return Verdict(claim, NOT_RUN, paper, "", "order", f"no runs for {'; '.join(missing)}")
     slack, factor = float(claim.get("slack", 0.0)), float(claim.get("min_factor", 1.0))
-    fails = []
+    fails, gaps_in_se = [], []
     for a, b in zip(stats, stats[1:]):
         for sa, x in a:
             for sb, y in b:
@@ -154,7 +170,11 @@ def _ordering(claim: dict, runs: list[dict]) -> Verdict:
                 else:
                     ok = x.mean >= y.mean * factor - slack
                 if not ok:
-                    fails.append(f"{label(sa)} ({x.mean:.4g}) vs {label(sb)} ({y.mean:.4g})")
+                    text = f"{label(sa)} ({x.mean:.4g}) vs {label(sb)} ({y.mean:.4g})"
+                    if x.se is not None and y.se is not None and (x.se > 0 or y.se > 0):
+                        gaps_in_se.append(abs(x.mean - y.mean) / math.hypot(x.se, y.se))
+                        text += f", {gaps_in_se[-1]:.1f} SE"
+                    fails.append(text)
     ours = "; ".join(f"{label(s)}: {st.fmt()}" for g in stats for s, st in g)
     tol = (
         "order"
@@ -164,6 +184,8 @@ def _ordering(claim: dict, runs: list[dict]) -> Verdict:
     secs = sum(st.seconds for g in stats for _, st in g)
     figs = stats[0][0][1].figures
     why = "violated: " + "; ".join(fails[:4]) if fails else ""
+    if fails and len(gaps_in_se) == len(fails) and max(gaps_in_se) < 2.0:
+        why += " (every violation is within 2 standard errors: unresolved at this sample size)"
     return Verdict(
         claim, NOT_REPRODUCED if fails else REPRODUCED, paper, ours, tol, why, secs, figs
     )

@@ -8,9 +8,10 @@ random reference state (DISCS convention; drawn from ``ref_seed``, shared by eve
 and seed); the ESS of that series is computed per chain and averaged over chains. Reported:
 ``ess_n``, the ESS per 10,000 log-likelihood queries after burn-in (a query is one batched
 evaluation of f; a gradient costs ``grad_query_cost`` more), ``ess_t``, the ESS per second of
-post-burn-in sampling, acceptance and mean jump after burn-in, ``burn_in_accept_rate`` (left
-out when ``burn_in`` is 0), the sampler's parameters (tuned ones at their final value) and
-the setup statistics of the quadratic AB samplers (``setup_*``).
+post-burn-in sampling, each with ``*_se``, the standard error of the mean over chains
+(std / sqrt(chains), scaled like the metric), acceptance and mean jump after burn-in,
+``burn_in_accept_rate`` (left out when ``burn_in`` is 0), the sampler's parameters (tuned
+ones at their final value) and the setup statistics of the quadratic AB samplers (``setup_*``).
 
 Burn-in is where samplers adapt: with ``sync_burn_in`` the sampler's own adaptation window
 (``burn_in`` of AB, ``adapt_steps`` of RWM) is the task's burn-in; an Adaptation that is done
@@ -21,6 +22,7 @@ kernel. ``tune_accept`` > 0 tunes the step size towards that acceptance during b
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import torch
@@ -170,11 +172,18 @@ class SamplerESS(LoopTask):
         ess = ess_1d(p.summary.cpu())  # [chains]
         ess_mean = float(ess.mean())
         init_lp, init_grad = p.sampler.init_cost()
+        ess_std = float(ess.std()) if self.n_chains > 1 else 0.0
+        rel_se = ess_std / math.sqrt(self.n_chains) / max(ess_mean, 1e-12)  # of the chain mean
+        ess_n = ess_per_queries(ess_mean, totals.total("queries"))
+        ess_t = ess_mean / max(sample_seconds, 1e-12)
         out = {
             "ess": ess_mean,
-            "ess_std": float(ess.std()) if self.n_chains > 1 else 0.0,
-            "ess_n": ess_per_queries(ess_mean, totals.total("queries")),
-            "ess_t": ess_mean / max(sample_seconds, 1e-12),
+            "ess_std": ess_std,
+            "ess_se": ess_mean * rel_se,
+            "ess_n": ess_n,
+            "ess_n_se": ess_n * rel_se,
+            "ess_t": ess_t,
+            "ess_t_se": ess_t * rel_se,
             "ess_per_step": ess_mean / m,
             "accept_rate": totals.mean("accept_rate"),
             "jump": totals.mean("jump"),

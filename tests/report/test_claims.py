@@ -202,3 +202,22 @@ def test_variant_keys_leave_out_what_the_experiment_sweeps():
     assert sweep_keys("rmwggis/table3_ising_learning") == {"learner"}
     assert sweep_keys("rmwggis/table3_timing") == {"learner"}
     assert sweep_keys("dlp/fig5_ising_learning") == {"sampler", "learner.sampler_steps"}
+
+
+def test_violations_are_sized_in_standard_errors():
+    """A violated order names the gap in standard errors: from the runs' own <metric>_se
+    (one seed) or the spread over seeds, and says when it is within 2 of them."""
+    base = {"id": "s", "kind": "ordering", "metric": "m", "direction": "higher"}
+    order = {"order": [{"sampler": "a"}, {"sampler": "b"}]}
+    a, b = run("a", 10.0), run("b", 11.0)
+    a["metrics"]["m_se"], b["metrics"]["m_se"] = 0.6, 0.8  # gap 1 = 1.0 SE
+    v = C.judge({**base, **order}, [a, b])
+    assert v.verdict == C.NOT_REPRODUCED and "1.0 SE" in v.why and "unresolved" in v.why
+    b["metrics"]["m"] = 14.0  # gap 4 = 4.0 SE: a real violation
+    v = C.judge({**base, **order}, [a, b])
+    assert "4.0 SE" in v.why and "unresolved" not in v.why
+    plain = C.judge({**base, **order}, [run("a", 1.0), run("b", 2.0)])  # one seed, no SE
+    assert "SE" not in plain.why
+    seeds = [run("a", 1.0), run("a", 3.0, seed=1), run("b", 5.0), run("b", 7.0, seed=1)]
+    v = C.judge({**base, **order}, seeds)  # means 2 vs 6, SE 1 each: 2.8 SE
+    assert "2.8 SE" in v.why and "unresolved" not in v.why

@@ -66,6 +66,12 @@ def test_sampler_ess_end_to_end_dmala_tuned_on_small_ising(tmp_path):
     assert r["ess_n"] == pytest.approx(r["ess"] * 10_000 / (1.0 * 200), rel=1e-6)
     assert 0 < r["ess"] <= 200 * math.log10(200)
     assert 0 <= r["accept_rate"] <= 1 and 0 <= r["burn_in_accept_rate"] <= 1 and r["ess_t"] > 0
+    se = r["ess_std"] / math.sqrt(
+        4
+    )  # task.n_chains=4 (ESS_TINY)  # standard error of the mean over chains
+    assert r["ess_se"] == pytest.approx(se, rel=1e-6) and 0 < se < r["ess"]
+    assert r["ess_n_se"] == pytest.approx(r["ess_n"] * se / r["ess"], rel=1e-6)
+    assert r["ess_t_se"] == pytest.approx(r["ess_t"] * se / r["ess"], rel=1e-6)
     rows = read_metrics(tmp_path / "lb" / "metrics.jsonl")
     assert [row["step"] for row in rows] == [50, 100, 150, 200, 250, 300]
     assert [row["burn_in"] for row in rows] == [1.0, 1.0, 0.0, 0.0, 0.0, 0.0]
