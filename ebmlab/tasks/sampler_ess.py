@@ -8,10 +8,11 @@ random reference state (DISCS convention; drawn from ``ref_seed``, shared by eve
 and seed); the ESS of that series is computed per chain and averaged over chains. Reported:
 ``ess_n``, the ESS per 10,000 log-likelihood queries after burn-in (a query is one batched
 evaluation of f; a gradient costs ``grad_query_cost`` more), ``ess_t``, the ESS per second of
-post-burn-in sampling, each with ``*_se``, the standard error of the mean over chains
-(std / sqrt(chains), scaled like the metric), acceptance and mean jump after burn-in,
-``burn_in_accept_rate`` (left out when ``burn_in`` is 0), the sampler's parameters (tuned
-ones at their final value) and the setup statistics of the quadratic AB samplers (``setup_*``).
+post-burn-in sampling, ``ess_se`` / ``ess_n_se`` the standard error of the mean over chains
+(std / sqrt(chains); none for ``ess_t``, whose error is mostly wall-time noise), acceptance
+and mean jump after burn-in, ``burn_in_accept_rate`` (left out when ``burn_in`` is 0), the
+sampler's parameters (tuned ones at their final value) and the setup statistics of the
+quadratic AB samplers (``setup_*``).
 
 Burn-in is where samplers adapt: with ``sync_burn_in`` the sampler's own adaptation window
 (``burn_in`` of AB, ``adapt_steps`` of RWM) is the task's burn-in; an Adaptation that is done
@@ -182,8 +183,7 @@ class SamplerESS(LoopTask):
             "ess_se": ess_mean * rel_se,
             "ess_n": ess_n,
             "ess_n_se": ess_n * rel_se,
-            "ess_t": ess_t,
-            "ess_t_se": ess_t * rel_se,
+            "ess_t": ess_t,  # no _se: wall-time noise, not the chains, dominates its error
             "ess_per_step": ess_mean / m,
             "accept_rate": totals.mean("accept_rate"),
             "jump": totals.mean("jump"),

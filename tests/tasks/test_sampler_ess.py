@@ -71,7 +71,7 @@ def test_sampler_ess_end_to_end_dmala_tuned_on_small_ising(tmp_path):
     )  # task.n_chains=4 (ESS_TINY)  # standard error of the mean over chains
     assert r["ess_se"] == pytest.approx(se, rel=1e-6) and 0 < se < r["ess"]
     assert r["ess_n_se"] == pytest.approx(r["ess_n"] * se / r["ess"], rel=1e-6)
-    assert r["ess_t_se"] == pytest.approx(r["ess_t"] * se / r["ess"], rel=1e-6)
+    assert "ess_t_se" not in r  # its error is wall-time noise, which the chains do not measure
     rows = read_metrics(tmp_path / "lb" / "metrics.jsonl")
     assert [row["step"] for row in rows] == [50, 100, 150, 200, 250, 300]
     assert [row["burn_in"] for row in rows] == [1.0, 1.0, 0.0, 0.0, 0.0, 0.0]
