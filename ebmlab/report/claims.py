@@ -21,8 +21,8 @@ experiment does not sweep, e.g. ``learner.objective``); a run that overrides one
 matches only selectors that name it, so a run of a variant (the Hyvarinen objective) never
 counts as a run of the paper's method ({learner: rmwggis}). Other extra overrides (a declared
 shorter ``task.n_steps``) do not stop a match.
-A violated ordering names each violation's size in standard errors (the runs' own
-``<metric>_se`` when they report one, else the spread over seeds) and says when every
+A violated ordering names each violation's size in standard errors (from the runs' own
+``<metric>_se`` and from the spread over seeds, the larger) and says when every
 violation is within 2 of them: the order is then unresolved at that sample size.
 """
 
@@ -95,12 +95,14 @@ class Stat:
 
     @property
     def se(self) -> float | None:
-        """Standard error of the mean: from the runs' own standard errors when they report
-        them, else from the spread over seeds (None with one seed and no reported error)."""
+        """Standard error of the mean: the larger of the one from the runs' own standard
+        errors (when they report them) and the one from the spread over seeds (when there are
+        several); None with one seed and no reported error."""
         n = len(self.values)
+        found = [self.std / math.sqrt(n)] if n > 1 else []
         if self.ses is not None:
-            return math.sqrt(sum(s * s for s in self.ses)) / n
-        return self.std / math.sqrt(n) if n > 1 else None
+            found.append(math.sqrt(sum(s * s for s in self.ses)) / n)
+        return max(found) if found else None
 
     def fmt(self) -> str:
         n = len(self.values)

@@ -221,3 +221,15 @@ def test_violations_are_sized_in_standard_errors():
     seeds = [run("a", 1.0), run("a", 3.0, seed=1), run("b", 5.0), run("b", 7.0, seed=1)]
     v = C.judge({**base, **order}, seeds)  # means 2 vs 6, SE 1 each: 2.8 SE
     assert "2.8 SE" in v.why and "unresolved" not in v.why
+
+
+def test_the_larger_of_reported_and_seed_standard_errors_is_used():
+    """Seeds that disagree more than their own standard errors say: the spread wins."""
+    runs = [run("a", 1.0), run("a", 5.0, seed=1)]
+    for r in runs:
+        r["metrics"]["m_se"] = 0.1
+    stat = C.collect_metric(runs, {"sampler": "a"}, "m")
+    assert stat.se == pytest.approx(stat.std / 2**0.5) and stat.se > 0.1
+    runs[1]["metrics"]["m"] = 1.01
+    stat = C.collect_metric(runs, {"sampler": "a"}, "m")
+    assert stat.se == pytest.approx((0.01 + 0.01) ** 0.5 / 2)
