@@ -149,3 +149,66 @@ def test_runs_of_different_settings_never_share_a_row(tmp_path):
     assert row_keys(runs, ["learner"]) == ["learner", "learner.objective"]
     md, rows = markdown_table(runs, row_keys(runs, ["learner"]), ["log_rmse"])
     assert rows[1:] == [["rm", "eq3", "2", "-4.3 ± 0.71"], ["rm", "hyvarinen", "1", "-4.8"]]
+
+
+def test_reproduction_report_keeps_variant_runs_apart(tmp_path, monkeypatch):
+    """End to end through write_report: a Hyvarinen run does not count as the paper's
+    RMwGGIS, a declared shorter run still does, and the report lists the declared setting."""
+    from ebmlab.report import claims as C
+    from ebmlab.report.reproduce import write_report
+
+    exp = "rmwggis/table3_ising_learning"
+    claims_dir = tmp_path / "claims"
+    claims_dir.mkdir()
+    paper_claims = {
+        "paper": "Test paper",
+        "claims": [
+            {
+                "id": "paper-value",
+                "text": "the paper's RMwGGIS value",
+                "experiment": exp,
+                "metric": "log_rmse",
+                "kind": "value",
+                "where": {"learner": "rmwggis"},
+                "paper": -4.0,
+                "tolerance": 0.05,
+            },
+            {
+                "id": "variant-order",
+                "text": "Hyvarinen below Eq. 3",
+                "experiment": exp,
+                "metric": "log_rmse",
+                "kind": "ordering",
+                "direction": "lower",
+                "order": [
+                    {"learner": "rmwggis", "learner.objective": "hyvarinen"},
+                    {"learner": "rmwggis"},
+                ],
+            },
+        ],
+    }
+    (claims_dir / "t.yaml").write_text(yaml.safe_dump(paper_claims))
+    monkeypatch.setattr(C, "CLAIMS_DIR", claims_dir)
+    root = tmp_path / "outputs"
+    fake_run(
+        root,
+        exp,
+        "paper",
+        {"learner": "rmwggis", "seed": 0, "task.n_iters": 500},
+        {"log_rmse": -3.99},
+        config={"learner": {"objective": "eq3"}},
+    )
+    fake_run(
+        root,
+        exp,
+        "paper",
+        {"learner": "rmwggis", "learner.objective": "hyvarinen", "seed": 0},
+        {"log_rmse": -4.54},
+        config={"learner": {"objective": "hyvarinen"}},
+    )
+    text = write_report("t", "paper", root, tmp_path / "reports").read_text()
+    row = next(line for line in text.splitlines() if "`paper-value`" in line)
+    assert "-3.99 (n=1)" in row and "**reproduced**" in row  # the Hyvarinen run is left out
+    row = next(line for line in text.splitlines() if "`variant-order`" in line)
+    assert "**reproduced**" in row
+    assert "`task.n_iters=500` (1 runs)" in text
