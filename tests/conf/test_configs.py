@@ -171,6 +171,12 @@ def test_when_settings_follow_the_sweep_point():
     assert compose_cfg(["experiment=rmwggis/table1_synthetic", "scale=smoke"]).learner.lr == 1e-3
 
 
+def test_ising_learning_learns_what_each_paper_learns():
+    """DLP Fig. 5 learns J only (Sec. 7.3.1); RMwGGIS Table 3 learns J and b (Sec. 5.2)."""
+    assert compose_cfg(["experiment=dlp/fig5_ising_learning"]).model.learn_bias is False
+    assert compose_cfg(["experiment=rmwggis/table3_ising_learning"]).model.learn_bias is True
+
+
 def test_smoke_scale_changes_sizes():
     paper = compose_cfg(["experiment=dlp/fig5_ising_learning"])
     smoke = compose_cfg(["experiment=dlp/fig5_ising_learning", "scale=smoke"])
