@@ -42,15 +42,15 @@ def _energy(model, x: Tensor) -> Tensor:
     return -model.log_prob(x)
 
 
-def flip_log_probs(model, x: Tensor, idx: Tensor | None, neighbours: str) -> Tensor:
-    """log p of the flipped neighbours: ``model`` uses the model's own exact form (e.g. the
-    Ising closed form, the MLP's first-layer linearity), ``generic`` evaluates every flipped
-    vector as a batch (the papers' cost model; same values)."""
+def flip_deltas(model, x: Tensor, idx: Tensor | None, neighbours: str) -> Tensor:
+    """delta = E(x) - E(x_{-i}) of the flipped neighbours: ``model`` uses the model's own
+    exact form (the Ising closed form, the MLP's first-layer linearity), ``generic`` evaluates
+    every flipped vector as a batch (the papers' cost model; same values)."""
     if neighbours == "generic":
-        return EnergyModel.flip_log_probs(model, x, idx)
+        return EnergyModel.flip_deltas(model, x, idx)
     if neighbours != "model":
         raise ConfigError("neighbours", f"must be one of model, generic (got {neighbours!r})")
-    return model.flip_log_probs(x, idx)
+    return model.flip_deltas(x, idx)
 
 
 def _reduce(per_sample: Tensor, reduction: str) -> Tensor:
@@ -68,19 +68,14 @@ def full_loss(
 ) -> Tensor:
     """sum_i t(E(x) - E(x_{-i})) over all d neighbours, reduced over the rows of ``x``.
 
-    The neighbours come from :func:`flip_log_probs` (``neighbours``); ``chunk_size`` > 0
+    The deltas come from :func:`flip_deltas` (``neighbours``); ``chunk_size`` > 0
     evaluates at most about that many neighbours at a time, which bounds memory only when no
     gradient is being recorded.
     """
     n, d = x.shape
     rows = max(1, chunk_size // d) if chunk_size > 0 else n
-    per_sample = torch.cat(
-        [
-            term(objective, flip_log_probs(model, c, None, neighbours) - model.log_prob(c)[:, None])
-            for c in x.split(rows)
-        ]
-    )
-    return _reduce(per_sample.sum(-1), reduction)
+    per_sample = [term(objective, flip_deltas(model, c, None, neighbours)) for c in x.split(rows)]
+    return _reduce(torch.cat(per_sample).sum(-1), reduction)
 
 
 def ratio_matching_loss(model, x: Tensor, reduction: str = "mean", chunk_size: int = 0) -> Tensor:
@@ -89,22 +84,15 @@ def ratio_matching_loss(model, x: Tensor, reduction: str = "mean", chunk_size: i
 
 
 def neighbour_terms(
-    model,
-    x: Tensor,
-    idx: Tensor,
-    objective: str,
-    e_x: Tensor | None = None,
-    neighbours: str = "model",
+    model, x: Tensor, idx: Tensor, objective: str, neighbours: str = "model"
 ) -> Tensor:
     """t(E(x_b) - E(flip_{idx[b,t]}(x_b))) as [n, s], each row paired with its own x_b."""
-    if e_x is None:
-        e_x = _energy(model, x)
-    return term(objective, e_x[:, None] + flip_log_probs(model, x, idx, neighbours))
+    return term(objective, flip_deltas(model, x, idx, neighbours))
 
 
-def ratio_matching_terms(model, x: Tensor, idx: Tensor, e_x: Tensor | None = None) -> Tensor:
+def ratio_matching_terms(model, x: Tensor, idx: Tensor) -> Tensor:
     """exp(2 (E(x_b) - E(flip_{idx[b,t]}(x_b)))) as [n, s] (the Eq. 3 terms)."""
-    return neighbour_terms(model, x, idx, "eq3", e_x)
+    return neighbour_terms(model, x, idx, "eq3")
 
 
 def first_order_deltas(model, x: Tensor) -> tuple[Tensor, Tensor]:
@@ -144,7 +132,6 @@ def _validate(variant: str, s: int, d: int, replacement: bool) -> None:
 def sampled_estimate(
     model,
     x: Tensor,
-    e_x: Tensor,
     log_q: Tensor,
     objective: str,
     s: int,
@@ -155,7 +142,7 @@ def sampled_estimate(
 ) -> Tensor:
     """Per-sample estimate [n] of sum_i t(delta_i) from s indices drawn from exp(log_q)."""
     idx = draw_indices(log_q, s, replacement, generator)
-    terms = neighbour_terms(model, x.detach(), idx, objective, e_x, neighbours)
+    terms = neighbour_terms(model, x.detach(), idx, objective, neighbours)
     if variant == "advanced":
         return terms.sum(-1)
     w = importance_weights(log_q, idx, replacement).to(terms.dtype)
@@ -180,14 +167,13 @@ def sampled_loss(
     n, d = x.shape
     _validate(variant, s, d, replacement)
     if estimator == "ggis":
-        e_x, log_q = gradient_proposal(model, x, objective, proposal)
+        log_q = gradient_proposal(model, x, objective, proposal)[1]
     elif estimator == "uniform":
         log_q = torch.full((n, d), -math.log(d), dtype=torch.float64, device=x.device)
-        e_x = _energy(model, x)
     else:
         raise ConfigError("estimator", f"sampled estimators are ggis, uniform (got {estimator!r})")
     per_sample = sampled_estimate(
-        model, x, e_x, log_q, objective, s, variant, replacement, generator, neighbours
+        model, x, log_q, objective, s, variant, replacement, generator, neighbours
     )
     return _reduce(per_sample, reduction)
 

@@ -67,13 +67,11 @@ def expected_surrogate(
 ) -> Tensor:
     """S(theta) above: its parameter gradient is the expected stochastic gradient."""
     n, d = states.shape
-    e_nb = -model.flip_log_probs(states)
     if estimator == "ggis":
-        e_x, log_q = gradient_proposal(model, states, objective, proposal)
+        log_q = gradient_proposal(model, states, objective, proposal)[1]
     else:
-        e_x = -model.log_prob(states)
         log_q = torch.full((n, d), -float(np.log(d)), dtype=torch.float64)
-    t = term(objective, e_x[:, None] - e_nb)
+    t = term(objective, model.flip_deltas(states))
     if estimator == "full":
         c = torch.ones_like(t)
     else:

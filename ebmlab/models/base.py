@@ -16,8 +16,8 @@ class EnergyModel(nn.Module):
     ``project_`` (used by the learners) when some parameters are penalised or constrained.
     Binary models may add exact single-flip updates for GWG-1 and Gibbs-1: ``flip_cache(x,
     with_grad)``, ``flip_update(y, idx, cache, with_grad)`` and ``flip_tag()`` (see
-    :class:`ebmlab.models.rbm.BernoulliRBM`), and may override :meth:`flip_log_probs` (the
-    neighbours of ratio matching) with a cheaper exact form.
+    :class:`ebmlab.models.rbm.BernoulliRBM`), and may override :meth:`flip_deltas` (the
+    neighbour terms of ratio matching) with a cheaper exact form.
     """
 
     dim: int
@@ -30,13 +30,13 @@ class EnergyModel(nn.Module):
     def energy(self, x: Tensor) -> Tensor:
         return -self.log_prob(x)
 
-    def flip_log_probs(self, x: Tensor, idx: Tensor | None = None) -> Tensor:
-        """log p of single-bit flips of binary ``x`` [n, d], differentiable in the parameters:
-        [n, s] with out[b, t] = log p(x_b with bit idx[b, t] flipped), or [n, d] over every bit
-        when ``idx`` is None. This generic form evaluates the flipped vectors as one batch."""
+    def flip_deltas(self, x: Tensor, idx: Tensor | None = None) -> Tensor:
+        """log p(x_b with bit idx[b, t] flipped) - log p(x_b) for binary ``x`` [n, d],
+        differentiable in the parameters: [n, s], or [n, d] over every bit when ``idx`` is
+        None. This generic form evaluates the flipped vectors as one batch."""
         n, d = x.shape
         nb = flip_all(x) if idx is None else flip_at(x, idx)
-        return self.log_prob(nb.reshape(-1, d)).reshape(n, -1)
+        return self.log_prob(nb.reshape(-1, d)).reshape(n, -1) - self.log_prob(x)[:, None]
 
     def l1_parameters(self) -> list[Tensor]:
         """Parameters a learner's L1 penalty applies to (none unless a model says so)."""

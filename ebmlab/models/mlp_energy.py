@@ -54,7 +54,7 @@ class MLPEnergy(EnergyModel):
             h = self.act(layer(h))
         return self.out(h).squeeze(-1)
 
-    def flip_log_probs(self, x: Tensor, idx: Tensor | None = None) -> Tensor:
+    def flip_deltas(self, x: Tensor, idx: Tensor | None = None) -> Tensor:
         """Flipped neighbours through the first layer's linearity: flipping bit i adds
         (1 - 2 x_i) W1[:, i] to W1 x + b1, so no [n * s, d] input is built or multiplied."""
         pre = self.hidden[0](x)  # [n, H]
@@ -63,7 +63,7 @@ class MLPEnergy(EnergyModel):
             nb = pre[:, None, :] + (1.0 - 2.0 * x)[..., None] * cols
         else:
             nb = pre[:, None, :] + (1.0 - 2.0 * x.gather(1, idx))[..., None] * cols[idx]
-        return -self._energy_from_first(nb)
+        return self._energy_from_first(pre)[:, None] - self._energy_from_first(nb)
 
     def log_prob(self, x: Tensor) -> Tensor:
         return -self.energy(x)

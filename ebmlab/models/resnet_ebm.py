@@ -132,11 +132,8 @@ class TemperedEBM:
             v = self.model.net(xg)
             (g,) = torch.autograd.grad(v.sum(), xg)
         v, g = v.detach(), g.detach().reshape(x.shape)
-        self.last = (
-            x.detach().clone(),
-            v,
-            g,
-        )  # a copy: kernels may reuse x's storage (ChainState.merge)
+        # a copy of x: kernels may reuse its storage (ChainState.merge)
+        self.last = (x.detach().clone(), v, g)
         return v, g
 
     def combine(self, x: Tensor, net: Tensor, gnet: Tensor) -> tuple[Tensor, Tensor]:

@@ -92,7 +92,7 @@ def test_flip_tag_follows_parameter_updates():
     assert ising.flip_tag() != t
 
 
-# -- flip_log_probs: the neighbours of ratio matching --------------------------------------------
+# -- flip_deltas: the neighbour terms of ratio matching --------------------------------------------
 def _asymmetric_dense() -> DenseIsing:
     """J_raw asymmetric with a non-zero diagonal, as it is inside an optimiser step."""
     m = _dense()
@@ -118,7 +118,7 @@ STRUCTURED = {
 
 @pytest.mark.parametrize("name", sorted(STRUCTURED))
 @pytest.mark.parametrize("sampled", [False, True])
-def test_structured_flip_log_probs_equal_the_generic_batch(name, sampled):
+def test_structured_flip_deltas_equal_the_generic_batch(name, sampled):
     """The models' closed forms (Ising: one [n, d] x [d, d] product; MLP: the first layer's
     linearity) give the generic batch's values AND parameter gradients, for every bit and
     for drawn indices."""
@@ -138,9 +138,9 @@ def test_structured_flip_log_probs_equal_the_generic_batch(name, sampled):
         grads = torch.autograd.grad((weights * out).sum(), params) if params else []
         return out.detach(), grads
 
-    fast, fast_g = value_and_grads(type(model).flip_log_probs)
-    slow, slow_g = value_and_grads(EnergyModel.flip_log_probs)
-    assert type(model).flip_log_probs is not EnergyModel.flip_log_probs
+    fast, fast_g = value_and_grads(type(model).flip_deltas)
+    slow, slow_g = value_and_grads(EnergyModel.flip_deltas)
+    assert type(model).flip_deltas is not EnergyModel.flip_deltas
     tol = 1e-10 if dtype == torch.float64 else 1e-4
     assert torch.allclose(fast, slow, atol=tol, rtol=tol)
     for a, b in zip(fast_g, slow_g):
