@@ -70,8 +70,8 @@ table-ising-sampling: $(STAMP) ## Ising sampling RMSE / ESS table + figures (DLP
 
 CLAIMS ?= all
 .PHONY: reproduce
-reproduce: $(STAMP) ## run (resuming) and judge the papers' claims: CLAIMS=dlp|acs|ab|rmwggis|grbm|all
-	$(REPORT) reproduce $(CLAIMS) --scale $(SCALE) --run $(if $(ARGS),--args $(ARGS))
+reproduce: $(STAMP) ## run (resuming) and judge the papers' claims: CLAIMS=dlp|acs|ab|rmwggis|grbm|all (DRY_RUN=1: print the sweeps)
+	$(REPORT) reproduce $(CLAIMS) --scale $(SCALE) --run $(if $(ARGS),--args $(ARGS)) $(if $(DRY_RUN),--dry-run)
 
 .PHONY: reproduction-report
 reproduction-report: $(STAMP) ## rewrite outputs/reproduction/*.md from the runs there are (no runs)

@@ -66,7 +66,7 @@ def _inputs(a) -> None:
 
 
 def _reproduce(a) -> None:
-    code = reproduce(a.paper, a.scale, a.root, a.out, a.run, a.only, a.args)
+    code = reproduce(a.paper, a.scale, a.root, a.out, a.run, a.only, a.args, a.dry_run)
     if code:
         raise SystemExit(code)
 
@@ -108,6 +108,7 @@ def main(argv=None) -> None:
     c.add_argument("--out", type=Path, default=Path("outputs/reproduction"))
     c.add_argument("--run", action="store_true", help="run (or resume) the claims' runs first")
     c.add_argument("--only", nargs="*", default=[], help="with --run: only these experiments")
+    c.add_argument("--dry-run", action="store_true", help="with --run: print the sweeps, run none")
     c.add_argument("--args", nargs="*", default=[], help="extra overrides for every run")
     c.set_defaults(fn=_reproduce)
     a = ap.parse_args(argv)

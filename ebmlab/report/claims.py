@@ -59,7 +59,7 @@ def load_claims(paper: str) -> dict:
     return data
 
 
-def _same(actual: str, wanted) -> bool:
+def same_value(actual: str, wanted) -> bool:
     if actual == MISSING:
         return False
     try:
@@ -72,7 +72,7 @@ def matches(run: dict, selector: dict) -> bool:
     selector = selector or {}
     if any(k in run["overrides"] and k not in selector for k in run.get("variant_keys", ())):
         return False
-    return all(_same(key_value(run, k), v) for k, v in selector.items())
+    return all(same_value(key_value(run, k), v) for k, v in selector.items())
 
 
 @dataclass

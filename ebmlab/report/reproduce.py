@@ -6,6 +6,10 @@ the tolerance, the verdict (reproduced / not reproduced / not run, with why), th
 of the runs behind it and their first figure; a header gives the scale and hardware, and a
 closing section the exact commands. A claim may carry a ``finding:`` (what an investigation
 of a non-reproduced claim established); it is printed under the table.
+
+With ``--run`` the claims' selectors become sweeps (:func:`plan`): each selector is sent to
+the experiment it names, and a pin the experiment runs anyway is dropped, so a claim that
+names a default never launches a second copy of a run; ``--dry-run`` prints them.
 """
 
 from __future__ import annotations
@@ -18,17 +22,30 @@ import time
 from collections import Counter
 from pathlib import Path
 
-from ebmlab.report.claims import NOT_RUN, judge, load_claims, papers
+from hydra import compose, initialize_config_dir
+from hydra.core.global_hydra import GlobalHydra
+from hydra.core.hydra_config import HydraConfig
+from omegaconf import DictConfig, OmegaConf
+
+from ebmlab.report.claims import NOT_RUN, judge, load_claims, papers, same_value
 from ebmlab.report.runs import collect
-from ebmlab.report.spec import sweep_dir, sweep_keys
+from ebmlab.report.spec import CONF, sweep_dir, sweep_keys
+from ebmlab.utils.config import apply_when
 from ebmlab.utils.rundir import NON_IDENTITY_KEYS
 
 
+def _target(claim: dict, sel: dict) -> str:
+    """The experiment a selector's runs belong to (``experiment: X`` names another one)."""
+    return str(sel.get("experiment", claim["experiment"]))
+
+
 def experiments(claims: list[dict]) -> dict[str, int]:
-    """Experiment -> seeds its claims need (the most any claim asks for)."""
+    """Experiment -> seeds its claims need (the most any claim asks for), including the
+    experiments a selector names (``experiment: X``)."""
     out: dict[str, int] = {}
     for c in claims:
-        out[c["experiment"]] = max(out.get(c["experiment"], 1), int(c.get("seeds", 1)))
+        for e in [c["experiment"]] + [_target(c, s) for s in selectors(c)]:
+            out[e] = max(out.get(e, 1), int(c.get("seeds", 1)))
     return out
 
 
@@ -40,20 +57,89 @@ def selectors(claim: dict) -> list[dict]:
     return sels
 
 
-def launches(claims: list[dict], experiment: str) -> list[dict[str, list]]:
-    """The sweeps that produce exactly the runs an experiment's claims select: selectors with
-    the same keys are merged into one grid (key -> values); the experiment's own sweep covers
-    the keys no selector fixes."""
-    grids: dict[frozenset, dict[str, list]] = {}
+class Defaults:
+    """What an experiment runs with when a key is not given: the composed config (with its
+    ``when:`` settings applied) for a set of command-line pins, cached per pin set."""
+
+    def __init__(self, experiment: str, scale: str):
+        self.experiment, self.scale = experiment, scale
+        self._cache: dict[frozenset, tuple[dict, DictConfig]] = {}
+
+    def _composed(self, pins: dict) -> tuple[dict, DictConfig]:
+        key = frozenset((k, str(v)) for k, v in pins.items())
+        if key not in self._cache:
+            overrides = [f"experiment={self.experiment}", f"scale={self.scale}"]
+            overrides += [f"{k}={v}" for k, v in pins.items()]
+            GlobalHydra.instance().clear()
+            with initialize_config_dir(config_dir=str(CONF), version_base="1.3"):
+                cfg = compose("config", overrides=overrides, return_hydra_config=True)
+            runtime = cfg.hydra.runtime.choices
+            choices = {k: v for k, v in runtime.items() if not k.startswith("hydra")}
+            HydraConfig.instance().set_config(cfg)
+            apply_when(cfg, choices, set(pins))
+            self._cache[key] = (choices, cfg)
+        return self._cache[key]
+
+    def is_default(self, key: str, value, pins: dict) -> bool:
+        """Whether ``key=value`` is what the experiment runs anyway given the other ``pins``."""
+        choices, cfg = self._composed(pins)
+        if key in choices:
+            return str(choices[key]) == str(value)
+        HydraConfig.instance().set_config(cfg)
+        node = OmegaConf.select(cfg, key, default=None, throw_on_resolution_failure=False)
+        return node is not None and not OmegaConf.is_config(node) and same_value(str(node), value)
+
+
+def plan(claims: list[dict], experiment: str, scale: str) -> list[dict[str, list]]:
+    """The sweeps that produce exactly the runs the claims select in ``experiment``, each a
+    grid (key -> values) whose every point is wanted.
+
+    A pinned key that the experiment does not sweep and whose value it runs anyway (its
+    default after the ``when:`` settings) is dropped, so that a selector naming a default
+    reuses the experiment's own runs instead of launching the same run a second time under
+    another directory name. The experiment's own sweep covers the keys no selector fixes.
+    """
+    swept = sweep_keys(experiment)
+    defaults = Defaults(experiment, scale)
+    points: list[dict] = []
     for c in claims:
-        if c["experiment"] != experiment or c.get("run_by") or c.get("needs"):
+        if c.get("run_by") or c.get("needs"):
             continue
         for sel in selectors(c):
-            grid = grids.setdefault(frozenset(sel), {k: [] for k in sel})
-            for k, v in sel.items():
-                if v not in grid[k]:
-                    grid[k].append(v)
-    return list(grids.values())
+            if _target(c, sel) != experiment:
+                continue
+            point = {k: v for k, v in sel.items() if k != "experiment"}
+            for k in sorted(point):
+                rest = {j: w for j, w in point.items() if j != k}
+                if k not in swept and defaults.is_default(k, point[k], rest):
+                    point = rest
+            if point not in points:
+                points.append(point)
+    by_keys: dict[tuple, list[dict]] = {}
+    for p in points:
+        by_keys.setdefault(tuple(sorted(p)), []).append(p)
+    return [g for keys, pts in by_keys.items() for g in _grids(list(keys), pts)]
+
+
+def _grids(keys: list[str], points: list[dict]) -> list[dict[str, list]]:
+    """Cover ``points`` (all with ``keys``) by grids with no unwanted point: one grid when
+    the points form a full product, else one grid per setting of all keys but the one with
+    the most values."""
+    values = {k: list(dict.fromkeys(p[k] for p in points)) for k in keys}
+    size = 1
+    for vs in values.values():
+        size *= len(vs)
+    if size == len(points):
+        return [values]
+    axis = max(keys, key=lambda k: len(values[k]))
+    rows: dict[tuple, dict[str, list]] = {}
+    for p in points:
+        row = rows.setdefault(
+            tuple(str(p[k]) for k in keys if k != axis),
+            {k: ([] if k == axis else [p[k]]) for k in keys},
+        )
+        row[axis].append(p[axis])
+    return list(rows.values())
 
 
 def claim_runs(claim: dict, runs_by_exp: dict[str, list[dict]]) -> list[dict]:
@@ -63,9 +149,12 @@ def claim_runs(claim: dict, runs_by_exp: dict[str, list[dict]]) -> list[dict]:
     return [r for e in dict.fromkeys(names) for r in runs_by_exp[e]]
 
 
-def run_sweep(experiment: str, scale: str, seeds: int, grid: dict, extra: list[str]) -> int:
+def run_sweep(
+    experiment: str, scale: str, seeds: int, grid: dict, extra: list[str], dry_run: bool = False
+) -> int:
     """``python -m ebmlab.run -m experiment=... scale=... <grid> seed=0,..,n-1``; finished
-    runs return at once, interrupted ones resume. Returns the sweep's exit code."""
+    runs return at once, interrupted ones resume. Returns the sweep's exit code (with
+    ``dry_run`` the command is only printed)."""
     pins = [f"{k}={','.join(str(v) for v in vals)}" for k, vals in grid.items()]
     cmd = [
         sys.executable,
@@ -80,7 +169,7 @@ def run_sweep(experiment: str, scale: str, seeds: int, grid: dict, extra: list[s
         *extra,
     ]
     print("+", " ".join(cmd), flush=True)
-    return subprocess.run(cmd).returncode
+    return 0 if dry_run else subprocess.run(cmd).returncode
 
 
 def off_protocol(claims: list[dict], runs_by_exp: dict[str, list[dict]]) -> dict[str, Counter]:
@@ -182,7 +271,14 @@ def write_report(paper: str, scale: str, root: Path, out_dir: Path) -> Path:
 
 
 def reproduce(
-    which: str, scale: str, root: Path, out_dir: Path, run: bool, only: list[str], extra: list[str]
+    which: str,
+    scale: str,
+    root: Path,
+    out_dir: Path,
+    run: bool,
+    only: list[str],
+    extra: list[str],
+    dry_run: bool = False,
 ) -> int:
     """Judge (and with ``run`` first run) the claims of ``which`` (a paper or ``all``)."""
     names = papers() if which == "all" else [which]
@@ -193,7 +289,8 @@ def reproduce(
             for exp, seeds in experiments(claims).items():
                 if only and exp not in only:
                     continue
-                for grid in launches(claims, exp):
-                    worst = max(worst, run_sweep(exp, scale, seeds, grid, extra))
-        write_report(paper, scale, root, out_dir)
+                for grid in plan(claims, exp, scale):
+                    worst = max(worst, run_sweep(exp, scale, seeds, grid, extra, dry_run))
+        if not dry_run:
+            write_report(paper, scale, root, out_dir)
     return worst

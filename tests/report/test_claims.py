@@ -233,3 +233,64 @@ def test_the_larger_of_reported_and_seed_standard_errors_is_used():
     runs[1]["metrics"]["m"] = 1.01
     stat = C.collect_metric(runs, {"sampler": "a"}, "m")
     assert stat.se == pytest.approx((0.01 + 0.01) ** 0.5 / 2)
+
+
+def test_launch_plan_drops_pins_the_experiment_runs_anyway():
+    """A selector naming a default (DMALA's Fig. 3 step 0.4, set by the experiment's `when:`)
+    reuses the experiment's own run instead of launching it again under another name; a
+    non-default value (0.6) and a swept key (sampler) stay pinned."""
+    from ebmlab.report.reproduce import plan
+
+    claims = [
+        {
+            "experiment": "dlp/fig3_ising_sampling",
+            "kind": "ordering",
+            "order": [
+                {"sampler": "dmala", "sampler.step_size": 0.4},
+                {"sampler": "dmala", "sampler.step_size": 0.6},
+                {"sampler": "gwg", "sampler.n_flips": 1},
+            ],
+        }
+    ]
+    grids = plan(claims, "dlp/fig3_ising_sampling", "paper")
+    assert {"sampler": ["dmala", "gwg"]} in grids
+    assert {"sampler": ["dmala"], "sampler.step_size": [0.6]} in grids
+    assert len(grids) == 2
+
+
+def test_launch_plan_sends_a_selector_to_the_experiment_it_names():
+    from ebmlab.report.reproduce import experiments, plan
+
+    claims = [
+        {
+            "experiment": "rmwggis/table2_graphs",
+            "kind": "ordering",
+            "seeds": 2,
+            "order": [{"learner": "rmwggis"}, {"experiment": "rmwggis/table2_graphs_gwg"}],
+        }
+    ]
+    assert experiments(claims) == {"rmwggis/table2_graphs": 2, "rmwggis/table2_graphs_gwg": 2}
+    assert plan(claims, "rmwggis/table2_graphs", "paper") == [{}]  # rmwggis is its default
+    assert plan(claims, "rmwggis/table2_graphs_gwg", "paper") == [{}]
+
+
+def test_launch_grids_contain_no_point_nobody_asked_for():
+    from itertools import product
+
+    from ebmlab.report.reproduce import _grids
+
+    points = [{"a": 1, "b": 1}, {"a": 2, "b": 1}, {"a": 1, "b": 2}, {"a": 3, "b": 1}]
+    grids = _grids(["a", "b"], points)
+    launched = [dict(zip(g, vs)) for g in grids for vs in product(*g.values())]
+    assert sorted(map(str, launched)) == sorted(map(str, points))
+    assert _grids(["a", "b"], points[:2]) == [{"a": [1, 2], "b": [1]}]
+
+
+def test_dry_run_prints_the_sweeps_and_runs_nothing(tmp_path, capsys):
+    from ebmlab.report.reproduce import reproduce
+
+    code = reproduce("acs", "paper", tmp_path, tmp_path / "rep", True, ["acs/fig1_toy"], [], True)
+    out = capsys.readouterr().out
+    assert code == 0
+    assert "experiment=acs/fig1_toy scale=paper sampler=acs,rwm,dmala,ab_1st seed=0,1,2" in out
+    assert not (tmp_path / "multirun").exists() and not (tmp_path / "rep").exists()
