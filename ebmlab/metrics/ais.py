@@ -7,6 +7,9 @@ INTERMEDIATE density f_b invariant (DLP/ACS deep-EBM evaluation, PROTOCOLS.md
 "Deep EBMs"). The RBM-specific version (:func:`rbm_ais_log_z`) follows
 Salakhutdinov & Murray (2008): intermediate RBMs with scaled parameters and
 block-Gibbs transitions of the intermediate RBM (ACS Table 1, done correctly).
+:func:`rbm_full_model_transition_log_z` is the ACS reference code's estimator, which moves
+the chains with the FULL RBM at every temperature: not valid AIS, kept only to explain the
+paper's numbers (it overestimates log Z by about KL(p || p0), so test LLs come out low).
 
 For one chain x_0 ~ p0, x_k ~ T_k(x_{k-1}, .) the log weight is
 log w = sum_{k=1..K} [f_{b_k}(x_{k-1}) - f_{b_{k-1}}(x_{k-1})], and
@@ -279,3 +282,38 @@ def _rbm_ais_chains(
                 logits_v = (1.0 - b_cur) * base_b + b_cur * (h @ W + b)
                 v = torch.bernoulli(torch.sigmoid(logits_v), generator=gen)
     return log_w
+
+
+def rbm_full_model_transition_log_z(
+    W: Tensor,
+    b: Tensor,
+    c: Tensor,
+    base_b: Tensor,
+    n_temps: int,
+    n_chains: int,
+    generator: Generator,
+    progress: bool = False,
+) -> AISResult:
+    """The ACS reference code's RBM "AIS" (its ``ais.evaluate(..., is_rbm=True)``): NOT valid.
+
+    Weights follow the geometric path f_beta(v) = beta log p~(v) + (1 - beta) log p0(v) from
+    the normalised base p0 = Bernoulli(sigmoid(base_b)) (log Z_0 = 0), but every transition is
+    a block-Gibbs step of the full RBM (beta = 1) instead of the intermediate one. The chains
+    therefore sample p itself, log w tends to E_p[log p~ - log p0] = log Z + KL(p || p0), and
+    the estimate exceeds log Z by up to that KL. Used only to compare with the paper's values.
+    """
+    _check_rbm(W, b, c)
+    bs = _check_betas(linear_betas(n_temps))
+    with torch.no_grad():
+        W, b, c, base_b = (t.detach() for t in (W, b, c, base_b))
+        log_z0_base = F.softplus(base_b.to(torch.float64)).sum()
+        v = torch.bernoulli(torch.sigmoid(base_b).expand(n_chains, -1), generator=generator)
+        log_w = torch.zeros(n_chains, dtype=torch.float64, device=W.device)
+        for k in _progress(range(1, len(bs)), progress, "RBM AIS (reference code)"):
+            a = v @ W.T + c
+            log_p = (v @ b).double() + F.softplus(a.double()).sum(-1)
+            log_p0 = (v @ base_b).double() - log_z0_base
+            log_w += (bs[k] - bs[k - 1]) * (log_p - log_p0)
+            h = torch.bernoulli(torch.sigmoid(a), generator=generator)
+            v = torch.bernoulli(torch.sigmoid(h @ W + b), generator=generator)
+    return _summarise(log_w, 0.0)

@@ -12,6 +12,7 @@ from ebmlab.metrics.ais import (
     linear_betas,
     rbm_ais_log_z,
     rbm_exact_log_z,
+    rbm_full_model_transition_log_z,
     rbm_log_prob,
     sigmoid_betas,
 )
@@ -187,3 +188,21 @@ def test_group_spread_is_the_range_of_the_groups_log_mean_weights():
     assert group_spread(torch.zeros(8, dtype=torch.float64), 4) == 0.0
     with pytest.raises(ValueError):
         group_spread(torch.zeros(3, dtype=torch.float64), 1)
+
+
+def test_reference_code_rbm_ais_overestimates_log_z_by_the_kl_to_the_base(gen):
+    """The ACS reference code moves its chains with the full RBM at every temperature: its
+    estimate tends to log Z + KL(p || p0), not log Z; valid AIS on the same RBM does not."""
+    W, b, c = small_rbm(gen, V=12, H=8, w_scale=1.5)
+    base_b = torch.randn(12, generator=gen) * 0.5
+    exact = rbm_exact_log_z(W, b, c)
+    v = _binary_states(12).double()
+    log_p = rbm_log_prob(v, W.double(), b.double(), c.double()) - exact  # normalised
+    log_p0 = v @ base_b.double() - F.softplus(base_b.double()).sum()
+    kl = float((log_p.exp() * (log_p - log_p0)).sum())
+    assert kl > 2.0  # the test has power: the bias is far above the estimators' noise
+    kw = dict(n_temps=2000, n_chains=100, generator=gen)
+    ref = rbm_full_model_transition_log_z(W, b, c, base_b, **kw)
+    valid = rbm_ais_log_z(W, b, c, base_b, **kw)
+    assert abs(valid.log_z - exact) < 0.1
+    assert ref.log_z - exact == pytest.approx(kl, rel=0.05)
