@@ -25,6 +25,7 @@ from pathlib import Path
 from hydra import compose, initialize_config_dir
 from hydra.core.global_hydra import GlobalHydra
 from hydra.core.hydra_config import HydraConfig
+from hydra.initialize import get_gh_backup, restore_gh_from_backup
 from omegaconf import DictConfig, OmegaConf
 
 from ebmlab.report.claims import NOT_RUN, judge, load_claims, papers, same_value
@@ -70,9 +71,13 @@ class Defaults:
         if key not in self._cache:
             overrides = [f"experiment={self.experiment}", f"scale={self.scale}"]
             overrides += [f"{k}={v}" for k, v in pins.items()]
+            outer = get_gh_backup()  # a Hydra already initialised (a test, an app) is kept
             GlobalHydra.instance().clear()
-            with initialize_config_dir(config_dir=str(CONF), version_base="1.3"):
-                cfg = compose("config", overrides=overrides, return_hydra_config=True)
+            try:
+                with initialize_config_dir(config_dir=str(CONF), version_base="1.3"):
+                    cfg = compose("config", overrides=overrides, return_hydra_config=True)
+            finally:
+                restore_gh_from_backup(outer)
             runtime = cfg.hydra.runtime.choices
             choices = {k: v for k, v in runtime.items() if not k.startswith("hydra")}
             HydraConfig.instance().set_config(cfg)

@@ -294,3 +294,15 @@ def test_dry_run_prints_the_sweeps_and_runs_nothing(tmp_path, capsys):
     assert code == 0
     assert "experiment=acs/fig1_toy scale=paper sampler=acs,rwm,dmala,ab_1st seed=0,1,2" in out
     assert not (tmp_path / "multirun").exists() and not (tmp_path / "rep").exists()
+
+
+def test_launch_plan_leaves_an_initialised_hydra_as_it_was(_hydra):
+    from ebmlab.report.reproduce import plan
+
+    plan(
+        [{"experiment": "acs/fig1_toy", "kind": "value", "where": {"sampler": "acs"}}],
+        "acs/fig1_toy",
+        "smoke",
+    )
+    assert GlobalHydra.instance().is_initialized()
+    compose("config", overrides=["experiment=acs/fig1_toy"])
