@@ -57,6 +57,7 @@ test-all: lint ## every test, including the slow ones
 bench: $(STAMP) ## throughput benchmarks (not run by CI); results in outputs/bench/
 	@mkdir -p outputs/bench
 	$(PY) -m benchmarks.bench_samplers --name samplers
+	$(PY) -m benchmarks.bench_ising_learning
 	$(PY) -m benchmarks.bench_sdp | tee outputs/bench/sdp.md
 	@for b in $(BENCH_EXTRA); do $(PY) -m benchmarks.$$b | tee outputs/bench/$$b.md || exit 1; done
 

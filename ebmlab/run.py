@@ -39,9 +39,6 @@ GROUPS = ("task", "model", "dataset", "sampler", "learner", "logger")
 EXIT_OK, EXIT_FAILED, EXIT_CONFIG, EXIT_RUNDIR = 0, 1, 2, 3
 _STATE: dict = {"task_started": False}
 
-OmegaConf.register_new_resolver("run_name", rundir.short_name, replace=True)
-OmegaConf.register_new_resolver("mul", lambda a, b: a * b, replace=True)
-
 
 class RunFailure(Exception):
     """A job ended without results: ``code`` is its exit code, ``message`` one line."""

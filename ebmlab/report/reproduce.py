@@ -22,16 +22,13 @@ import time
 from collections import Counter
 from pathlib import Path
 
-from hydra import compose, initialize_config_dir
-from hydra.core.global_hydra import GlobalHydra
 from hydra.core.hydra_config import HydraConfig
-from hydra.initialize import get_gh_backup, restore_gh_from_backup
 from omegaconf import DictConfig, OmegaConf
 
 from ebmlab.report.claims import NOT_RUN, judge, load_claims, papers, same_value
 from ebmlab.report.runs import collect
-from ebmlab.report.spec import CONF, sweep_dir, sweep_keys
-from ebmlab.utils.config import apply_when
+from ebmlab.report.spec import sweep_dir, sweep_keys
+from ebmlab.utils.config import compose_job
 from ebmlab.utils.rundir import NON_IDENTITY_KEYS
 
 
@@ -69,20 +66,10 @@ class Defaults:
     def _composed(self, pins: dict) -> tuple[dict, DictConfig]:
         key = frozenset((k, str(v)) for k, v in pins.items())
         if key not in self._cache:
-            overrides = [f"experiment={self.experiment}", f"scale={self.scale}"]
-            overrides += [f"{k}={v}" for k, v in pins.items()]
-            outer = get_gh_backup()  # a Hydra already initialised (a test, an app) is kept
-            GlobalHydra.instance().clear()
-            try:
-                with initialize_config_dir(config_dir=str(CONF), version_base="1.3"):
-                    cfg = compose("config", overrides=overrides, return_hydra_config=True)
-            finally:
-                restore_gh_from_backup(outer)
-            runtime = cfg.hydra.runtime.choices
-            choices = {k: v for k, v in runtime.items() if not k.startswith("hydra")}
-            HydraConfig.instance().set_config(cfg)
-            apply_when(cfg, choices, set(pins))
-            self._cache[key] = (choices, cfg)
+            pins_ = [f"{k}={v}" for k, v in pins.items()]
+            self._cache[key] = compose_job(
+                [f"experiment={self.experiment}", f"scale={self.scale}", *pins_]
+            )
         return self._cache[key]
 
     def is_default(self, key: str, value, pins: dict) -> bool:

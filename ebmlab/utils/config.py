@@ -18,6 +18,11 @@ from hydra.utils import get_object, instantiate
 from omegaconf import DictConfig, ListConfig, OmegaConf
 
 from ebmlab.errors import ConfigError
+from ebmlab.utils.rundir import short_name
+
+# the config's own resolvers: run-directory names and products of sizes (``${mul:a,b}``)
+OmegaConf.register_new_resolver("run_name", short_name, replace=True)
+OmegaConf.register_new_resolver("mul", lambda a, b: a * b, replace=True)
 
 _RESERVED = {"_target_", "_recursive_", "_convert_", "_partial_", "_args_"}
 
@@ -209,3 +214,29 @@ def check_state_space(cfg: DictConfig, choices: dict) -> None:
             f"{name} is specific to {kernel.model_type.rsplit('.', 1)[-1]} models; "
             f"model {mname} is a {model.__name__}",
         )
+
+
+def compose_job(overrides: list[str]) -> tuple[dict, DictConfig]:
+    """(group choices, job config) of ``python -m ebmlab.run <overrides>`` outside a Hydra app:
+    composed from ``conf/`` with the ``when:`` settings applied and ``hydra.runtime`` set, so
+    interpolations resolve. A Hydra that is already initialised (a test's, an app's) is left
+    as it was."""
+    from pathlib import Path
+
+    from hydra import compose, initialize_config_dir
+    from hydra.core.global_hydra import GlobalHydra
+    from hydra.core.hydra_config import HydraConfig
+    from hydra.initialize import get_gh_backup, restore_gh_from_backup
+
+    conf = Path(__file__).resolve().parents[2] / "conf"
+    outer = get_gh_backup()
+    GlobalHydra.instance().clear()
+    try:
+        with initialize_config_dir(config_dir=str(conf), version_base="1.3"):
+            cfg = compose("config", overrides=list(overrides), return_hydra_config=True)
+    finally:
+        restore_gh_from_backup(outer)
+    choices = {k: v for k, v in cfg.hydra.runtime.choices.items() if not k.startswith("hydra")}
+    HydraConfig.instance().set_config(cfg)
+    apply_when(cfg, choices, {o.split("=", 1)[0].lstrip("+~") for o in overrides})
+    return choices, cfg
