@@ -8,12 +8,20 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 
+_STYLES = ("-", "--", ":", "-.")
+
+
+def _plot_series(ax, series: dict[str, tuple]) -> None:
+    """One line per label; past the 10 colours of the cycle the line style changes, so that no
+    two series look alike."""
+    for i, (label, (x, y)) in enumerate(series.items()):
+        ax.plot(np.asarray(x), np.asarray(y), label=label, linestyle=_STYLES[i // 10 % 4])
+
 
 def curves(series: dict[str, tuple], xlabel: str, ylabel: str, title: str = "", logy=False):
     """One line per label: series[label] = (x, y)."""
     fig, ax = plt.subplots(figsize=(5.5, 3.8))
-    for label, (x, y) in series.items():
-        ax.plot(np.asarray(x), np.asarray(y), label=label)
+    _plot_series(ax, series)
     ax.set_xlabel(xlabel)
     ax.set_ylabel(ylabel)
     if logy:
@@ -31,13 +39,13 @@ def side_by_side(items: list[tuple[str, dict[str, tuple], str, str]], title: str
     """Several curve panels in one row: items = [(panel title, series, xlabel, ylabel)]."""
     fig, axes = plt.subplots(1, len(items), figsize=(5.2 * len(items), 3.8), squeeze=False)
     for ax, (ptitle, series, xlabel, ylabel) in zip(axes[0], items):
-        for label, (x, y) in series.items():
-            ax.plot(np.asarray(x), np.asarray(y), label=label)
+        _plot_series(ax, series)
         ax.set_title(ptitle)
         ax.set_xlabel(xlabel)
         ax.set_ylabel(ylabel)
         ax.grid(alpha=0.3)
-        ax.legend(fontsize=8)
+        if series:
+            ax.legend(fontsize=8)
     if title:
         fig.suptitle(title)
     fig.tight_layout()
