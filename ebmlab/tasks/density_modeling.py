@@ -8,7 +8,8 @@ data are a stream). Training scalars are logged every ``log_every`` steps; every
 ``eval_every`` steps and at the end: ``mmd`` (Table 1), the unbiased MMD^2 (linear kernel
 d - Hamming) between ``mmd_samples`` model samples (``gibbs_sweeps`` Gibbs sweeps from
 uniform bits) and as many fresh true samples; ``rm_objective`` (Table 4), the full Eq. (3)
-on ``rm_samples`` fresh points. Either is left out of the results when its size is 0, and
+on ``rm_samples`` fresh points. Either is left out of the results when its size is 0 (the
+final ``mmd`` comes with ``mmd_se``, its standard error over the two sample sets), and
 ``accept_rate`` (the last iteration's) unless the learner has a sampler. Heat maps of
 exp(-E) over [-b, b]^2 (Fig. 1; every ``heatmap_every`` steps for Fig. 4) go to figures
 and ``heatmap.npz`` (for the cross-run grids of ``python -m ebmlab.report``).
@@ -27,7 +28,7 @@ from ebmlab.errors import check
 from ebmlab.learning.pcd import PCD
 from ebmlab.learning.ratio_matching import ratio_matching_loss
 from ebmlab.learning.ratio_matching_learner import RatioMatchingLearner
-from ebmlab.metrics.mmd import mmd2_linear_hamming_unbiased
+from ebmlab.metrics.mmd import mmd2_linear_hamming_unbiased, mmd2_linear_hamming_unbiased_se
 from ebmlab.models.base import EnergyModel
 from ebmlab.report.figures import density_modeling as figures
 from ebmlab.samplers.gibbs import SweepGibbs
@@ -188,6 +189,9 @@ class DensityModeling(LoopTask):
         for name, fig in figs.items():
             ctx.save_figure(fig, name, step=n)
         results = {k: v for k, v in evals[-1].items() if k in SCORES} if evals else {}
+        if "mmd" in results and p.final:  # the final MMD's own sets, kept in the checkpoint
+            samples, truth = p.final["samples"], p.final["truth"]
+            results["mmd_se"] = mmd2_linear_hamming_unbiased_se(samples, truth)
         results["final_loss"] = float(p.last["loss"])
         if p.learner.needs_sampler:
             results["accept_rate"] = float(p.last["accept_rate"])

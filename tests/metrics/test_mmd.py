@@ -7,6 +7,7 @@ from ebmlab.metrics.mmd import (
     hamming_distance,
     mmd2_exp_hamming,
     mmd2_linear_hamming_unbiased,
+    mmd2_linear_hamming_unbiased_se,
 )
 
 
@@ -119,3 +120,20 @@ def test_linear_unbiased_mmd_known_answer_and_unbiasedness(gen):
     assert abs(est.mean().item() - truth) < 4 * se
     with pytest.raises(ValueError, match=">= 2 samples"):
         mmd2_linear_hamming_unbiased(x[:1], y)
+
+
+def test_linear_unbiased_mmd_standard_error_matches_the_replicate_spread(gen):
+    """The plug-in standard error agrees with the spread of the statistic over independent
+    replicates, both at zero MMD (the trace terms; there it errs on the large side) and far
+    from it (the delta terms)."""
+    d, n, m, reps = 8, 60, 80, 1500
+    for p, q in ((0.5, 0.5), (0.3, 0.7)):
+        ests, ses = [], []
+        for _ in range(reps):
+            x, y = _bits(n, d, gen, p), _bits(m, d, gen, q)
+            ests.append(mmd2_linear_hamming_unbiased(x, y).item())
+            ses.append(mmd2_linear_hamming_unbiased_se(x, y))
+        spread = float(torch.tensor(ests).std())
+        assert 0.95 * spread < sum(ses) / reps < 1.2 * spread, (p, q)
+    with pytest.raises(ValueError, match=">= 3 samples"):
+        mmd2_linear_hamming_unbiased_se(x[:2], y)

@@ -48,6 +48,7 @@ def test_end_to_end_rmwggis(tmp_path):
     run_dir = tmp_path / "run"
     r = run_cli(TINY + ["learner.variant=basic"], run_dir).results
     assert math.isfinite(r["mmd"]) and math.isfinite(r["rm_objective"])
+    assert 0 < r["mmd_se"] < 16
     # unbiased MMD with the linear kernel is bounded by d in absolute value
     assert abs(r["mmd"]) < 16 and r["rm_objective"] > 0 and r["dim"] == 16
     assert r["n_iters"] == 20 and r["mmd_samples"] == 200 and math.isfinite(r["final_loss"])
