@@ -53,7 +53,7 @@ def evaluate(run: dict, temps: int | None, seed: int) -> dict:
     res = rbm_full_model_transition_log_z(
         W, b, c, base_b, n_temps, int(cfg["task"]["ais_chains"]), gen, progress=True
     )
-    mean_lp = mean_log_prob(model, test.x, 1000)
+    mean_lp = mean_log_prob(model, test.x, int(cfg["task"]["eval_chunk"]))
     return {
         "test_ll_reference_code": mean_lp - res.log_z,
         "log_z_reference_code": res.log_z,
