@@ -35,6 +35,13 @@ from ebmlab.samplers.acs import ACS
 _EXACT_MAX_UNITS = 20  # exact log Z by enumerating the smaller layer up to this size
 
 
+def ais_base_logits(train_x: Tensor) -> Tensor:
+    """Logits of the AIS base distribution: independent Bernoulli of the training mean,
+    clamped to [0.01, 0.99] so that no pixel is impossible."""
+    m = train_x.mean(0).clamp(0.01, 0.99)
+    return torch.log(m) - torch.log1p(-m)
+
+
 @dataclass
 class Parts:
     model: BernoulliRBM
@@ -109,9 +116,8 @@ class RBMLearning(LoopTask):
         mean = x.mean(0)
         if self.init_visible_bias:
             model.init_visible_bias_from_data(mean)
-        m = mean.clamp(0.01, 0.99)
         learner.setup(model, x, ctx.generator, sampler)
-        return Parts(model, learner, x, test_x, torch.log(m) - torch.log1p(-m))
+        return Parts(model, learner, x, test_x, ais_base_logits(x))
 
     def cadence(self, parts: Parts) -> Cadence:
         return self.cad

@@ -30,6 +30,7 @@ from ebmlab.metrics.ais import rbm_full_model_transition_log_z
 from ebmlab.metrics.tempered_ais import mean_log_prob
 from ebmlab.models.rbm import BernoulliRBM
 from ebmlab.report.runs import collect
+from ebmlab.tasks.rbm_learning import ais_base_logits
 from ebmlab.utils.trained_weights import load_trained_weights, resolve_checkpoint
 
 REPO = Path(__file__).resolve().parents[2]
@@ -44,8 +45,7 @@ def evaluate(run: dict, temps: int | None, seed: int) -> dict:
     data = instantiate({**cfg["dataset"], "data_dir": "${oc.env:EBMLAB_DATA_DIR,data}"})
     _, train = training_split(data, "train", need_labels=False)
     _, test = training_split(data, "test", need_labels=False)
-    m = train.x.mean(0).clamp(0.01, 0.99)
-    base_b = torch.log(m) - torch.log1p(-m)
+    base_b = ais_base_logits(train.x)
     n_temps = temps or int(cfg["task"]["ais_temps"])
     gen = torch.Generator().manual_seed(seed)
     W, b, c = model.parameters_for_ais()

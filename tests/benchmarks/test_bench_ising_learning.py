@@ -11,11 +11,10 @@ pytestmark = pytest.mark.usefixtures("one_thread")
 
 
 def test_every_case_is_the_experiment_learner_and_steps():
-    x = (torch.rand(50, 625, generator=torch.Generator().manual_seed(0)) < 0.5).float()
     found = cases([5], pcd_batch=16)
     assert REF in found and "PCD DMALA, 5 steps" in found
     for label, overrides in found.items():
-        model, learner, gen = make_learner(overrides, x, seed=0)
+        model, learner, gen = make_learner(overrides, seed=0)
         if label.startswith("PCD"):
             assert learner.sampler_steps == 5 and learner.buffer.shape == (16, 625)
         if label == "RM (generic)":
