@@ -66,7 +66,7 @@ def _inputs(a) -> None:
 
 
 def _reproduce(a) -> None:
-    code = reproduce(a.paper, a.scale, a.root, a.out, a.run, a.only, a.args, a.dry_run)
+    code = reproduce(a.paper, a.scale, a.root, a.out, a.run, a.only, a.args, a.dry_run, a.into)
     if code:
         raise SystemExit(code)
 
@@ -110,6 +110,13 @@ def main(argv=None) -> None:
     c.add_argument("--only", nargs="*", default=[], help="with --run: only these experiments")
     c.add_argument("--dry-run", action="store_true", help="with --run: print the sweeps, run none")
     c.add_argument("--args", nargs="*", default=[], help="extra overrides for every run")
+    c.add_argument(
+        "--into",
+        type=Path,
+        default=None,
+        help="also rewrite this file's measured part (e.g. docs/reproduction.md): its text "
+        "before the first '## Reproduction:' heading is kept, its summary counts updated",
+    )
     c.set_defaults(fn=_reproduce)
     a = ap.parse_args(argv)
     a.fn(a)

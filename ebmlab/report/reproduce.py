@@ -262,6 +262,51 @@ def write_report(paper: str, scale: str, root: Path, out_dir: Path) -> Path:
     return path
 
 
+SUMMARY_HEADER = "| paper | reproduced | not reproduced | not run |"
+FIRST_REPORT = "## Reproduction: "
+
+
+def _verdict_counts(report: str) -> list[str]:
+    """The three counts of a report's ``Verdicts:`` line, in SUMMARY_HEADER's order."""
+    line = next(ln for ln in report.splitlines() if ln.startswith("Verdicts: "))
+    counts = dict(part.rsplit(": ", 1) for part in line[len("Verdicts: ") :].split(", "))
+    return [counts[k] for k in ("reproduced", "not reproduced", "not run")]
+
+
+def assemble(into: Path, reports: dict[str, Path]) -> None:
+    """Rewrite the measured part of a hand-written report file (``docs/reproduction.md``).
+
+    What precedes the first ``## Reproduction:`` heading of ``into`` is kept, except that the
+    rows of its summary table (SUMMARY_HEADER; a row belongs to the paper whose key is the
+    first word of its first cell, case-insensitively; a missing paper gets a row) take the reports'
+    verdict counts; then each report follows, in the table's order, its headings one level down.
+    """
+    text = into.read_text() if into.exists() else "# Reproduction report (measured)\n\n"
+    cut = text.find("\n" + FIRST_REPORT)
+    lines = (text if cut < 0 else text[: cut + 1]).rstrip("\n").split("\n")
+    bodies = {k: path.read_text() for k, path in reports.items()}
+    if SUMMARY_HEADER not in lines:
+        lines += ["", SUMMARY_HEADER, "|---|---|---|---|"]
+    at = lines.index(SUMMARY_HEADER) + 2
+    end = at
+    while end < len(lines) and lines[end].startswith("|"):
+        end += 1
+    rows, order = lines[at:end], []
+    for i, row in enumerate(rows):
+        label = row.strip("|").split("|")[0].strip()
+        key = next((k for k in bodies if label.split(" ")[0].lower() == k.lower()), None)
+        if key is not None and key not in order:
+            rows[i] = "| " + " | ".join([label, *_verdict_counts(bodies[key])]) + " |"
+            order.append(key)
+    new = [k for k in bodies if k not in order]
+    rows += ["| " + " | ".join([k, *_verdict_counts(bodies[k])]) + " |" for k in new]
+    out = lines[:at] + rows + lines[end:]
+    for body in (bodies[k] for k in order + new):  # in the summary table's order
+        demoted = [("#" + ln if ln.startswith("#") else ln) for ln in body.rstrip("\n").split("\n")]
+        out += [""] + demoted
+    into.write_text("\n".join(out) + "\n")
+
+
 def reproduce(
     which: str,
     scale: str,
@@ -271,10 +316,13 @@ def reproduce(
     only: list[str],
     extra: list[str],
     dry_run: bool = False,
+    into: Path | None = None,
 ) -> int:
-    """Judge (and with ``run`` first run) the claims of ``which`` (a paper or ``all``)."""
+    """Judge (and with ``run`` first run) the claims of ``which`` (a paper or ``all``); with
+    ``into``, also rewrite that file's measured part from the reports (:func:`assemble`)."""
     names = papers() if which == "all" else [which]
     worst = 0
+    reports = {}
     for paper in names:
         if run:
             claims = load_claims(paper)["claims"]
@@ -284,5 +332,8 @@ def reproduce(
                 for grid in plan(claims, exp, scale):
                     worst = max(worst, run_sweep(exp, scale, seeds, grid, extra, dry_run))
         if not dry_run:
-            write_report(paper, scale, root, out_dir)
+            reports[paper] = write_report(paper, scale, root, out_dir)
+    if into is not None and reports:  # every paper's latest report, not only this call's
+        assemble(into, {p: out_dir / f"{p}.md" for p in papers() if (out_dir / f"{p}.md").exists()})
+        print(f"reports assembled into {into}")
     return worst

@@ -306,3 +306,55 @@ def test_launch_plan_leaves_an_initialised_hydra_as_it_was(_hydra):
     )
     assert GlobalHydra.instance().is_initialized()
     compose("config", overrides=["experiment=acs/fig1_toy"])
+
+
+def test_assemble_keeps_the_handwritten_header_and_updates_the_counts(tmp_path):
+    from ebmlab.report.reproduce import assemble
+
+    def report(name: str, counts: tuple[int, int, int]) -> Path:
+        path = tmp_path / f"{name}.md"
+        r, nr, nrun = counts
+        path.write_text(
+            f"# Reproduction: {name} paper\n\nVerdicts: reproduced: {r}, not reproduced: {nr}, "
+            f"not run: {nrun}\n\n## Commands\n\nmake reproduce\n"
+        )
+        return path
+
+    into = tmp_path / "reproduction.md"
+    into.write_text(
+        "# Measured\n\nHand-written intro.\n\n| paper | reproduced | not reproduced | not run |\n"
+        "|---|---|---|---|\n| DLP (Zhang et al.) | 1 | 1 | 9 |\n| ACS (P. et al.) | 0 | 0 | 5 |\n\n"
+        "Narrative.\n\n## Reproduction: an old report\n\nstale body\n"
+    )
+    assemble(
+        into,
+        {
+            "acs": report("acs", (2, 1, 0)),
+            "dlp": report("dlp", (3, 0, 4)),
+            "ab": report("ab", (0, 0, 7)),
+        },
+    )
+    text = into.read_text()
+    assert "stale body" not in text and "Hand-written intro." in text and "Narrative." in text
+    assert (
+        "| DLP (Zhang et al.) | 3 | 0 | 4 |" in text and "| ACS (P. et al.) | 2 | 1 | 0 |" in text
+    )
+    assert "| ab | 0 | 0 | 7 |" in text  # a paper missing from the table gets a row
+    # reports follow in the table's order, headings one level down
+    heads = [ln for ln in text.splitlines() if ln.startswith("## Reproduction:")]
+    assert heads == [
+        "## Reproduction: dlp paper",
+        "## Reproduction: acs paper",
+        "## Reproduction: ab paper",
+    ]
+    assert "### Commands" in text and "\n## Commands" not in text
+    before = into.read_text()
+    assemble(
+        into,
+        {
+            "acs": report("acs", (2, 1, 0)),
+            "dlp": report("dlp", (3, 0, 4)),
+            "ab": report("ab", (0, 0, 7)),
+        },
+    )
+    assert into.read_text() == before  # idempotent
