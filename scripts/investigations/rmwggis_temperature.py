@@ -143,9 +143,8 @@ def main() -> None:
         best = min(m, key=lambda b: m[b]["mmd"])
         cells = [f"{m[b]['mmd']:.4f} ± {m[b]['mmd_se']:.4f}" if b in m else "" for b in betas]
         rows.append(
-            f"| {ds} | {name} | {seed} | {iters.split()[0]} | {r['samples']} | {r['run_mmd']:.4f} | "
-            + " | ".join(cells)
-            + f" | {float(best):g} |"
+            f"| {ds} | {name} | {seed} | {iters.split()[0]} | {r['samples']} "
+            f"| {r['run_mmd']:.4f} | " + " | ".join(cells) + f" | {float(best):g} |"
         )
     (out / "table.md").write_text("\n".join(rows) + "\n")
     print("\n".join(rows))
