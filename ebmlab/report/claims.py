@@ -21,6 +21,9 @@ experiment does not sweep, e.g. ``learner.objective``); a run that overrides one
 matches only selectors that name it, so a run of a variant (the Hyvarinen objective) never
 counts as a run of the paper's method ({learner: rmwggis}). Other extra overrides (a declared
 shorter ``task.n_steps``) do not stop a match.
+``min_run`` (dotted key -> least value) excludes runs shorter than a claim needs (a GRBM trained
+for 300 of the paper's 50,000 epochs says nothing about the modes it would learn); the verdict
+is then 'not run', with what the short runs would have given.
 A violated ordering names each violation's size in standard errors (from the runs' own
 ``<metric>_se`` and from the spread over seeds, the larger) and says when every
 violation is within 2 of them: the order is then unresolved at that sample size.
@@ -193,13 +196,40 @@ def _ordering(claim: dict, runs: list[dict]) -> Verdict:
     )
 
 
+def _too_short(claim: dict, run: dict) -> list[str]:
+    """The ``min_run`` settings (dotted key -> least value) ``run`` falls short of."""
+    short = []
+    for key, least in (claim.get("min_run") or {}).items():
+        value = key_value(run, key)
+        try:
+            below = value == MISSING or float(value) < float(least)
+        except ValueError:
+            below = True
+        if below:
+            need = f"{least:,}" if isinstance(least, (int, float)) else str(least)
+            short.append(f"{key} {value} < {need}" if value != MISSING else f"{key} missing")
+    return short
+
+
 def judge(claim: dict, runs: list[dict]) -> Verdict:
     """The verdict of one claim given the finished runs of its experiment. A claim that
     ``needs`` something ebmlab lacks, or is measured outside the runner (``run_by``), is
-    'not run' with that reason when no run matches."""
-    v = _judge(claim, runs)
+    'not run' with that reason when no run matches. A claim with ``min_run`` (e.g.
+    ``{learner.n_epochs: 5000}``) ignores runs shorter than that, and says so when only such
+    runs were there."""
+    short = {id(r): _too_short(claim, r) for r in runs}
+    v = _judge(claim, [r for r in runs if not short[id(r)]])
     if v.verdict == NOT_RUN and (claim.get("needs") or claim.get("run_by")):
         v.why = claim.get("needs") or f"measured by `{claim['run_by']}`, not by a run"
+    elif v.verdict == NOT_RUN and any(short.values()):
+        full = _judge(claim, runs)
+        if full.verdict != NOT_RUN:  # the short runs would have given a verdict
+            reasons = sorted({why for w in short.values() for why in w})
+            v.why = (
+                f"only runs shorter than the claim needs ({'; '.join(reasons)}); "
+                f"they would give: {full.verdict}"
+            )
+            v.ours, v.seconds, v.figures = full.ours, full.seconds, full.figures
     return v
 
 

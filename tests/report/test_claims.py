@@ -45,6 +45,20 @@ def test_value_claims_average_over_seeds():
     assert missing.verdict == C.NOT_RUN and "sampler=z" in missing.why
 
 
+def test_min_run_ignores_runs_shorter_than_the_claim_needs():
+    runs = [run("a", 1.0, task={"n": 300}), run("a", 3.0, seed=1, task={"n": 5000})]
+    c = {"id": "s", "kind": "value", "metric": "m", "where": {"sampler": "a"}, "paper": 3}
+    c = {**c, "tolerance": 0.1, "min_run": {"task.n": 5000}}
+    v = C.judge(c, runs)
+    assert v.verdict == C.REPRODUCED and "(n=1)" in v.ours  # the 300-step run is left out
+    only_short = C.judge(c, runs[:1])
+    assert only_short.verdict == C.NOT_RUN
+    assert "task.n 300 < 5,000" in only_short.why and "would give: not reproduced" in only_short.why
+    assert "1 (n=1)" in only_short.ours  # what the short run measured is still shown
+    missing = C.judge({**c, "min_run": {"task.other": 1}}, runs)
+    assert missing.verdict == C.NOT_RUN and "task.other missing" in missing.why
+
+
 def test_dotted_selectors_read_the_resolved_config():
     c = {"kind": "value", "metric": "m", "where": {"task.k": 3}, "paper": 6, "tolerance": 0}
     assert C.judge({"id": "y", **c}, RUNS).verdict == C.REPRODUCED
