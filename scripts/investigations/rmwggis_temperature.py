@@ -93,9 +93,10 @@ def figure(done: dict, dataset: str, path: Path) -> None:
 
     fig, ax = plt.subplots(figsize=(5.5, 3.8))
     for key, r in sorted(done.items()):
-        ds, name = key.split(" | ")[:2]
+        ds, name, _, _, drawn = key.split(" | ")
         if ds != dataset:
             continue
+        name = f"{name} ({drawn})"
         bs = sorted(r["mmd_by_beta"], key=float)
         ys = [r["mmd_by_beta"][b]["mmd"] for b in bs]
         es = [r["mmd_by_beta"][b]["mmd_se"] for b in bs]
@@ -123,7 +124,10 @@ def main() -> None:
     done = json.loads(path.read_text()) if path.exists() else {}
     for run in collect(a.root / "multirun" / EXPERIMENT / "paper"):
         ds = run["config"]["dataset"]["name"]
-        key = f"{ds} | {label(run)} | seed {run['seed']} | {run['metrics']['n_iters']} iters"
+        key = (
+            f"{ds} | {label(run)} | seed {run['seed']} | {run['metrics']['n_iters']} iters"
+            f" | {a.samples} samples, sampling seed {a.seed}"
+        )
         if key in done or ds not in a.datasets:
             continue
         t0 = time.perf_counter()
@@ -132,18 +136,18 @@ def main() -> None:
         path.write_text(json.dumps(done, indent=2))
     betas = sorted({b for r in done.values() for b in r["mmd_by_beta"]}, key=float)
     rows = [
-        "| dataset | learner | run | iterations | samples | MMD in the run | "
+        "| dataset | learner | run | iterations | samples, sampling seed | MMD in the run | "
         + " | ".join(f"beta {float(b):g}" for b in betas)
         + " | best beta |",
         "|---|---|---|---|---|---|" + "---|" * (len(betas) + 1),
     ]
     for key, r in sorted(done.items()):
-        ds, name, seed, iters = key.split(" | ")
+        ds, name, seed, iters, drawn = key.split(" | ")
         m = r["mmd_by_beta"]
         best = min(m, key=lambda b: m[b]["mmd"])
         cells = [f"{m[b]['mmd']:.4f} ± {m[b]['mmd_se']:.4f}" if b in m else "" for b in betas]
         rows.append(
-            f"| {ds} | {name} | {seed} | {iters.split()[0]} | {r['samples']} "
+            f"| {ds} | {name} | {seed} | {iters.split()[0]} | {drawn} "
             f"| {r['run_mmd']:.4f} | " + " | ".join(cells) + f" | {float(best):g} |"
         )
     (out / "table.md").write_text("\n".join(rows) + "\n")
