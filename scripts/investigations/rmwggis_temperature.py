@@ -91,18 +91,32 @@ def figure(done: dict, dataset: str, path: Path) -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    fig, ax = plt.subplots(figsize=(5.5, 3.8))
-    for key, r in sorted(done.items()):
-        ds, name, _, _, drawn = key.split(" | ")
-        if ds != dataset:
-            continue
-        name = f"{name} ({drawn})"
+    fig, ax = plt.subplots(figsize=(6.0, 4.0))
+    keys = sorted(k for k in done if k.split(" | ")[0] == dataset)
+    learners = sorted({k.split(" | ")[1] for k in keys})
+    draws = sorted({k.split(" | ")[4] for k in keys})
+    for key in keys:
+        _, name, _, _, drawn = key.split(" | ")
+        r = done[key]
         bs = sorted(r["mmd_by_beta"], key=float)
         ys = [r["mmd_by_beta"][b]["mmd"] for b in bs]
         es = [r["mmd_by_beta"][b]["mmd_se"] for b in bs]
-        ax.errorbar([float(b) for b in bs], ys, yerr=es, marker="o", capsize=2, label=name)
+        ax.errorbar(
+            [float(b) for b in bs],
+            ys,
+            yerr=es,
+            marker="o",
+            capsize=2,
+            color=f"C{learners.index(name)}",
+            ls=("-", "--", ":", "-.")[draws.index(drawn) % 4],
+            label=f"{name} ({drawn})",
+        )
+    ticks = sorted({float(b) for k in keys for b in done[k]["mmd_by_beta"]})
+    ax.set_xscale("log")
+    ax.set_xticks(ticks, [f"{b:g}" for b in ticks])
+    ax.minorticks_off()
     ax.axvline(4.0, color="grey", lw=0.8, ls=":")
-    ax.set(xscale="log", xlabel="beta (samples of p_theta^beta)", ylabel="MMD^2 vs data")
+    ax.set(xlabel="beta (samples of p_theta^beta; dotted: 4)", ylabel="MMD^2 vs data")
     ax.set_title(f"{dataset}: MMD of the sharpened trained models")
     ax.legend(fontsize=8)
     fig.savefig(path, dpi=120, bbox_inches="tight")
