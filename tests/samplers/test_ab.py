@@ -379,6 +379,14 @@ def test_jump_adapter_follows_algorithm_3():
     assert gammas[-1] < 0.2 * 0.9**5  # gamma decays once nothing changes
 
 
+def test_jump_adapter_breaks_ties_in_algorithm_4_order():
+    """Alg. 4 tests d+ first: equal jumps (a chain that never moves) raise the parameter."""
+    a = JumpAdapter({"sigma": 0.1, "alpha": 0.5}, ["sigma", "alpha"], 0.2, 0.9, 2, {})
+    for _ in range(a.cycle_length):
+        a.record(0.0)
+    assert a.values == pytest.approx({"sigma": 0.12, "alpha": 0.6}) and a.gamma == 0.2
+
+
 def test_jump_adapter_sums_tensors_like_floats():
     """Jumps recorded as device tensors (read once per probe window) give the same decisions,
     to the bit, as jumps recorded as floats; a checkpoint mid-window resumes the same sums."""

@@ -64,8 +64,9 @@ class JumpAdapter:
 
     A cycle has one block per tuned parameter (sigma first, then alpha). A block runs
     ``n_probe`` steps each at theta, theta (1 + gamma), theta (1 - gamma) (the other parameter
-    at its current value) and keeps the probe with the largest summed jump (ties: theta
-    (1 + gamma) only if strictly best over theta, as in Alg. 4's order). After all blocks the
+    at its current value) and keeps the probe with the largest summed jump; ties go to theta
+    (1 + gamma), then theta (1 - gamma), the order in which Alg. 4 tests them, so a chain that
+    never moves (every jump 0) keeps raising both parameters. After all blocks the
     new values are applied together; if none changed, gamma <- gamma_decay * gamma (Alg. 3).
     Probes are clipped to ``bounds``. Incomplete cycles are discarded.
     """
