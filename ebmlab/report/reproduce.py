@@ -302,8 +302,11 @@ def assemble(into: Path, reports: dict[str, Path]) -> None:
     rows += ["| " + " | ".join([k, *_verdict_counts(bodies[k])]) + " |" for k in new]
     out = lines[:at] + rows + lines[end:]
     for body in (bodies[k] for k in order + new):  # in the summary table's order
-        demoted = [("#" + ln if ln.startswith("#") else ln) for ln in body.rstrip("\n").split("\n")]
-        out += [""] + demoted
+        out.append("")
+        fenced = False
+        for ln in body.rstrip("\n").split("\n"):
+            fenced ^= ln.startswith("```")
+            out.append("#" + ln if ln.startswith("#") and not fenced else ln)
     into.write_text("\n".join(out) + "\n")
 
 

@@ -330,7 +330,7 @@ def test_assemble_keeps_the_handwritten_header_and_updates_the_counts(tmp_path):
         r, nr, nrun = counts
         path.write_text(
             f"# Reproduction: {name} paper\n\nVerdicts: reproduced: {r}, not reproduced: {nr}, "
-            f"not run: {nrun}\n\n## Commands\n\nmake reproduce\n"
+            f"not run: {nrun}\n\n## Commands\n\n```\n# a shell comment\nmake reproduce\n```\n"
         )
         return path
 
@@ -362,6 +362,7 @@ def test_assemble_keeps_the_handwritten_header_and_updates_the_counts(tmp_path):
         "## Reproduction: ab paper",
     ]
     assert "### Commands" in text and "\n## Commands" not in text
+    assert "\n# a shell comment\n" in text  # code blocks are left alone
     before = into.read_text()
     assemble(
         into,
