@@ -127,7 +127,9 @@ class GRBMGibbs(_GRBMSampler):
     """Block Gibbs for the GRBM (Alg. 5): h ~ p(h|v) (Eq. 4), then v ~ p(v|h) (Eq. 3).
 
     Always exact; ``state.extra["h"]`` is the h drawn in the last step (so (v, h) is a joint
-    sample). Has no hyperparameters."""
+    sample). The hidden logits of the new v serve both its log-probability and the next
+    step's p(h|v) (``state.extra["logits"]``), so a step costs one hidden matmul, not two.
+    Has no hyperparameters."""
 
     exact = True
 
@@ -137,9 +139,15 @@ class GRBMGibbs(_GRBMSampler):
     def step(self, model, state: ChainState, generator: torch.Generator):
         with torch.no_grad():
             v = state.x
-            h = model.sample_h_given_v(v, generator)
+            logits = state.extra.get("logits")
+            if logits is None:
+                logits = model.hidden_logits(v)
+            p = torch.sigmoid(logits)
+            u = torch.rand(p.shape, generator=generator, device=p.device, dtype=p.dtype)
+            h = (u < p).to(p.dtype)
             v_new = model.sample_v_given_h(h, generator).reshape(v.shape)
-            lp = model.log_prob(v_new)
+            logits_new = model.hidden_logits(v_new)
+            lp = -(model._quad(v_new) - torch.nn.functional.softplus(logits_new).sum(-1))
         n = v.shape[0]
         ones = torch.ones(n, device=v.device)
         info = StepInfo(
@@ -149,7 +157,7 @@ class GRBMGibbs(_GRBMSampler):
             n_log_prob=1,
             n_grad=0,
         )
-        extra = dict(state.extra, t=state.extra.get("t", 0) + 1, h=h)
+        extra = dict(state.extra, t=state.extra.get("t", 0) + 1, h=h, logits=logits_new)
         return ChainState(x=v_new, log_prob=lp, grad=None, extra=extra), info
 
 

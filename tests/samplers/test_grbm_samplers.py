@@ -219,6 +219,22 @@ def test_adjust_step_semantics_and_step_counter():
         assert float(info.accept_prob.mean()) == 1.0
 
 
+def test_gibbs_caches_hidden_logits_without_changing_the_chain():
+    """GRBMGibbs reuses the new v's hidden logits for the next p(h|v): the chain equals the
+    plain h ~ p(h|v), v ~ p(v|h) recursion draw for draw, and the cached log-prob is -F(v)."""
+    m = four_mode_grbm()
+    x0 = torch.randn(30, 2, generator=torch.Generator().manual_seed(1), dtype=torch.float64)
+    g1, g2 = torch.Generator().manual_seed(3), torch.Generator().manual_seed(3)
+    s = GRBMGibbs()
+    state, v = s.init(m, x0), x0
+    for _ in range(4):
+        state, _ = s.step(m, state, g1)
+        v = m.sample_v_given_h(m.sample_h_given_v(v, g2), g2)
+        torch.testing.assert_close(state.x, v, rtol=0, atol=0)
+        torch.testing.assert_close(state.extra["logits"], m.hidden_logits(v))
+        torch.testing.assert_close(state.log_prob, m.log_prob(v))
+
+
 def test_same_seed_same_chain():
     m = four_mode_grbm()
     x0 = torch.zeros(50, 2, dtype=torch.float64)
