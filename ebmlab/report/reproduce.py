@@ -26,7 +26,7 @@ from hydra.core.hydra_config import HydraConfig
 from omegaconf import DictConfig, OmegaConf
 
 from ebmlab.report.claims import NOT_RUN, judge, load_claims, papers, same_value
-from ebmlab.report.runs import collect
+from ebmlab.report.runs import bench_rows, collect
 from ebmlab.report.spec import sweep_dir, sweep_keys
 from ebmlab.utils.config import compose_job
 from ebmlab.utils.rundir import NON_IDENTITY_KEYS
@@ -207,9 +207,17 @@ def write_report(paper: str, scale: str, root: Path, out_dir: Path) -> Path:
         variant_keys = frozenset(keys)
         for r in runs:
             r["variant_keys"] = variant_keys
-    verdicts = [judge(c, claim_runs(c, runs_by_exp)) for c in data["claims"]]
+    benches = {c["bench"] for c in data["claims"] if c.get("bench")}
+    stem = "{}" if scale == "paper" else "{}_" + scale  # make bench-ratio-matching SCALE=smoke
+    rows_by_bench = {
+        b: bench_rows(Path(root) / "bench" / f"{stem.format(b)}.json") for b in sorted(benches)
+    }
+    verdicts = [
+        judge(c, rows_by_bench[c["bench"]] if c.get("bench") else claim_runs(c, runs_by_exp))
+        for c in data["claims"]
+    ]
     counts = Counter(v.verdict for v in verdicts)
-    all_runs = [r for rs in runs_by_exp.values() for r in rs]  # for the header
+    all_runs = [r for rs in [*runs_by_exp.values(), *rows_by_bench.values()] for r in rs]
     lines = [
         f"# Reproduction: {data['paper']}",
         "",
@@ -253,7 +261,9 @@ def write_report(paper: str, scale: str, root: Path, out_dir: Path) -> Path:
             for key in ("scale_note", "finding"):
                 if v.claim.get(key):
                     lines.append(f"- `{v.claim['id']}` ({key.replace('_', ' ')}): {v.claim[key]}")
-    lines += ["", "## Commands", "", "```", f"make reproduce CLAIMS={paper} SCALE={scale}", "```"]
+    outside = dict.fromkeys(c["run_by"] for c in data["claims"] if c.get("run_by"))
+    lines += ["", "## Commands", "", "```", f"make reproduce CLAIMS={paper} SCALE={scale}"]
+    lines += [*outside, "```"]
     out_dir.mkdir(parents=True, exist_ok=True)
     path = out_dir / f"{paper}.md"
     path.write_text("\n".join(lines))

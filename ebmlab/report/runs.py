@@ -60,6 +60,39 @@ def collect(sweep_dir: Path) -> list[dict]:
     return runs
 
 
+def bench_rows(path: Path) -> list[dict]:
+    """The rows of a benchmark's JSON (``{"rows": [...]}``, e.g. outputs/bench/ratio_matching.json)
+    as run records, so that a claim measured outside the runner (``bench:`` in a claims file)
+    is judged like any other: a row's fields are both its config (for selectors) and its
+    numbers its metrics; its ``round`` is its seed. Rows that failed (``error``) are left out;
+    a missing file gives no rows."""
+    path = Path(path)
+    if not path.exists():
+        return []
+    data = json.loads(path.read_text())
+    out = []
+    for row in data.get("rows", []) if isinstance(data, dict) else data:
+        if "error" in row:
+            continue
+        out.append(
+            {
+                "run_dir": path.with_suffix(""),
+                "overrides": {},
+                "choices": {},
+                "config": {k: v for k, v in row.items() if not isinstance(v, (dict, list))},
+                "metrics": {
+                    k: v
+                    for k, v in row.items()
+                    if isinstance(v, (int, float)) and not isinstance(v, bool)
+                },
+                "scale": None,
+                "hardware": row.get("hardware"),
+                "seed": row.get("round"),
+            }
+        )
+    return out
+
+
 def key_value(run: dict, key: str) -> str:
     """The run's value of ``key`` (an override, a group choice or a dotted config key)."""
     if key in run["overrides"]:

@@ -421,35 +421,46 @@ def test_model_and_dataset_configs_instantiate():
 
 
 def _bench_module():
-    import importlib.util
+    import benchmarks.bench_ratio_matching as mod
 
-    path = CONF.parent / "benchmarks" / "bench_ratio_matching.py"
-    spec = importlib.util.spec_from_file_location("bench_ratio_matching", path)
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
     return mod
 
 
-def test_bench_table_format():
-    rows = [
-        {"dim": 64, "method": "rm", "time_s": 2.0, "cpu_time_s": 3.0, "mem_bytes": 100 * 2**20},
-        {"dim": 64, "method": "rmwggis", "time_s": 0.5, "cpu_time_s": 1.0, "mem_bytes": 2**22},
-        {"dim": 128, "method": "rm", "error": "timeout after 5 s"},
-    ]
-    t = _bench_module().table(rows, [64, 128])
-    assert "| 64 | 2.0000 | 0.5000 | 4.0x | 100.0 | 4.0 | 96.0% |" in t
-    assert "| 128 | timeout after 5 s | - | - | - | - | - |" in t
-    assert "| 3.0x |" in _bench_module().table(rows, [64], clock="cpu")
+def test_bench_table_takes_medians_over_rounds_per_neighbours_mode():
+    def row(method, t, mem, k, nb="generic", dim=64):
+        return {
+            "dim": dim,
+            "method": method,
+            "neighbours": nb,
+            "round": k,
+            "time_s": t,
+            "cpu_time_s": 2 * t,
+            "mem_bytes": mem * 2**20,
+        }
+
+    rows = [row("rm", t, 100, k) for k, t in enumerate((2.0, 9.0, 1.0))]
+    rows += [row("rmwggis", t, 4, k) for k, t in enumerate((0.5, 0.5, 0.4))]
+    rows += [{"dim": 128, "method": "rm", "neighbours": "model", "error": "timeout after 5 s"}]
+    t = _bench_module().table(rows, clock="wall")
+    assert "| generic | 64 | 3 | 2.0000 | 0.5000 | 4.0x | 100.0 | 4.0 | 96.0% |" in t
+    assert "| model | 128 | 1 | timeout after 5 s | - | - | - | - | - |" in t
+    assert "| 4.0000 | 1.0000 | 4.0x |" in _bench_module().table(rows, clock="cpu")
 
 
 @pytest.mark.slow
 def test_bench_runs_end_to_end(tmp_path, capsys):
-    out = tmp_path / "rows.json"
-    _bench_module().main(["--dims", "16", "--repeats", "1", "--device", "cpu", "--json", str(out)])
-    rows = __import__("json").loads(out.read_text())
-    assert {r["method"] for r in rows} == {"rm", "rmwggis"}
-    assert all(r["time_s"] > 0 and r["mem_bytes"] >= 0 for r in rows)
-    assert "| 16 |" in capsys.readouterr().out
+    import json
+
+    out = tmp_path / "rm"
+    _bench_module().main(
+        ["--dims", "16", "--rounds", "1", "--repeats", "1", "--device", "cpu", "--out", str(out)]
+    )
+    rows = json.loads(out.with_suffix(".json").read_text())["rows"]
+    assert {(r["method"], r["neighbours"]) for r in rows} == {
+        (m, nb) for m in ("rm", "rmwggis") for nb in ("generic", "model")
+    }
+    assert all(r["cpu_time_s"] > 0 and r["mem_bytes"] >= 0 and r["round"] == 0 for r in rows)
+    assert "| generic | 16 | 1 |" in capsys.readouterr().out
 
 
 @pytest.mark.parametrize("name", ["rm", "rmwggis"])

@@ -373,3 +373,44 @@ def test_assemble_keeps_the_handwritten_header_and_updates_the_counts(tmp_path):
         },
     )
     assert into.read_text() == before  # idempotent
+
+
+def test_claims_measured_by_a_benchmark_are_judged_from_its_rows(tmp_path):
+    """`bench: ratio_matching` claims read outputs/bench/ratio_matching.json: a row's fields
+    select it, its round is its seed, a failed row is left out, the command is listed."""
+    import json
+
+    from ebmlab.report.reproduce import write_report
+    from ebmlab.report.runs import bench_rows
+
+    def row(method, nb, k, cpu, mem):
+        return {
+            "dim": 2048,
+            "method": method,
+            "neighbours": nb,
+            "round": k,
+            "time_s": cpu,
+            "cpu_time_s": cpu,
+            "mem_bytes": mem,
+            "hardware": "test CPU (2 cores), 1 thread(s)",
+        }
+
+    rows = [row("rm", "generic", k, 60.0 + k, 8e9) for k in range(3)]
+    rows += [row("rmwggis", "generic", k, 10.0, 4e8) for k in range(3)]
+    rows += [row("rm", "model", k, 1.0, 1e9) for k in range(3)]  # must not count as generic
+    rows += [{"dim": 2048, "method": "rmwggis", "neighbours": "model", "error": "rc -9"}]
+    (tmp_path / "bench").mkdir()
+    (tmp_path / "bench" / "ratio_matching.json").write_text(json.dumps({"rows": rows}))
+    assert len(bench_rows(tmp_path / "bench" / "ratio_matching.json")) == 9
+    assert bench_rows(tmp_path / "missing.json") == []
+    text = write_report("rmwggis", "paper", tmp_path, tmp_path / "rep").read_text()
+    speed = next(ln for ln in text.splitlines() if "`rmwggis-t5-speedup-2048`" in ln)
+    assert "6.1 (61 ± 1 (n=3) / 10 ± 0 (n=3))" in speed and "**reproduced**" in speed
+    memory = next(ln for ln in text.splitlines() if "`rmwggis-t5-memory-2048`" in ln)
+    assert "0.05 (" in memory and "**reproduced**" in memory
+    assert "test CPU (2 cores)" in text.splitlines()[2]
+    assert "make bench-ratio-matching" in text.split("## Commands")[1]
+    # without the file: not run, with the command that measures it
+    text = write_report("rmwggis", "paper", tmp_path / "none", tmp_path / "rep2").read_text()
+    speed = next(ln for ln in text.splitlines() if "`rmwggis-t5-speedup-2048`" in ln)
+    assert "**not run**: measured by `make bench-ratio-matching`" in speed
