@@ -236,8 +236,13 @@ class GRBMGibbsLangevin(_GRBMSampler):
     ``adjust_step`` + 1 on, the (v, h) move is accepted with Eq. 12, using the closed-form
     K-step proposal density of Eq. 11 (:func:`kstep_proposal`).
 
-    StepInfo counts the K conditional-energy gradients as ``n_grad`` and the hidden-logit
-    evaluation at the proposal as one ``n_log_prob``.
+    With h fixed, E(v, h) is quadratic in v, so the K inner steps compose to the Gaussian of
+    Eq. 11; a step draws v_K from it directly (one normal draw per coordinate, not K), which
+    is the same proposal in law (:meth:`langevin_inner` keeps the literal loop; the tests check
+    the two agree). The hidden logits, log q(h|v) and E(v, h) of the current state are kept in
+    ``state.extra`` (``logits``, ``log_qh``, ``energy``), so a step evaluates them once, at
+    the proposal. StepInfo counts the K conditional-energy gradients as ``n_grad`` and the
+    hidden-logit evaluation at the proposal as one ``n_log_prob``.
     """
 
     needs_grad = False
@@ -272,7 +277,8 @@ class GRBMGibbsLangevin(_GRBMSampler):
     def langevin_inner(
         self, model, v: Tensor, h: Tensor, alphas: list[float], temperature: float, generator
     ) -> Tensor:
-        """The K inner steps of Alg. 2 (lines 2-6): Langevin on E(v, h)/T with h fixed."""
+        """The K inner steps of Alg. 2 (lines 2-6) as written: Langevin on E(v, h)/T with h
+        fixed. The sampler draws their result in closed form instead (same law)."""
         shape = v.shape
         v = v.reshape(shape[0], -1)
         m = model.mean_v_given_h(h)
@@ -286,57 +292,63 @@ class GRBMGibbsLangevin(_GRBMSampler):
         with torch.no_grad():
             v = state.x
             n = v.shape[0]
+            vf = v.reshape(n, -1)
             t = state.extra.get("t", 0) + 1
             temp = self._temperature(v)
             h, logits = state.extra.get("h"), state.extra.get("logits")
             if logits is None:
-                logits = model.hidden_logits(v)
+                logits = model.hidden_logits(vf)
             if h is None:
                 h = (
                     torch.rand(logits.shape, generator=generator, device=v.device)
                     < logits.sigmoid()
                 ).to(v.dtype)
             alphas = self.inner_alphas(model)
-            v_new = self.langevin_inner(model, v, h, alphas, temp, generator)
+            beta0, a, s2 = _kstep_coeffs(model.var, alphas, temp)  # Eq. 11, each [D]
+            mean_f = beta0 * vf + a * model.mean_v_given_h(h)
+            noise = torch.randn(vf.shape, generator=generator, device=v.device, dtype=v.dtype)
+            v_new = mean_f + s2.sqrt() * noise
             logits_new = model.hidden_logits(v_new)
             u = torch.rand(logits_new.shape, generator=generator, device=v.device)
             h_new = (u < logits_new.sigmoid()).to(v.dtype)
+            softplus_new = torch.nn.functional.softplus(logits_new).sum(-1)
             quad_new = model._quad(v_new)
-            lp_new = -(quad_new - torch.nn.functional.softplus(logits_new).sum(-1))
+            lp_new = -(quad_new - softplus_new)
+            hl_new = (h_new * logits_new).sum(-1)
+            log_qh_new = hl_new.double() - softplus_new.double()  # log q(h^t | v^t)
+            e_new = quad_new.double() - hl_new.double()  # E(v^t, h^t)
             if self._adjust_now(state, t):
-                log_r = self._log_ratio(
-                    model, v, h, logits, v_new, h_new, logits_new, quad_new, alphas, temp
-                )
+                e_old = state.extra.get("energy")
+                if e_old is None:
+                    e_old = model._quad(vf).double() - (h * logits).sum(-1).double()
+                log_qh_old = state.extra.get("log_qh")
+                if log_qh_old is None:
+                    log_qh_old = model.log_bernoulli(h, logits).double()
+                mean_r = beta0 * v_new + a * model.mean_v_given_h(h_new)
+                s2d = 2.0 * s2.double()
+                log_q_fwd = -((v_new.double() - mean_f.double()) ** 2 / s2d).sum(-1)
+                log_q_rev = -((vf.double() - mean_r.double()) ** 2 / s2d).sum(-1)
+                # Eq. 12 with energies divided by the temperature T
+                log_r = (e_old - e_new) / temp + log_q_rev - log_q_fwd + log_qh_old - log_qh_new
                 accepted, prob = mh_accept(log_r, generator)
+                a1 = accepted.view(-1, 1)
+                x = torch.where(a1, v_new, vf).reshape(v.shape)
+                extra = dict(
+                    state.extra,
+                    t=t,
+                    h=torch.where(a1, h_new, h),
+                    logits=torch.where(a1, logits_new, logits),
+                    log_qh=torch.where(accepted, log_qh_new, log_qh_old),
+                    energy=torch.where(accepted, e_new, e_old),
+                )
+                lp = torch.where(accepted, lp_new, state.log_prob)
             else:
                 accepted = torch.ones(n, dtype=torch.bool, device=v.device)
                 prob = torch.ones(n, device=v.device)
-            a2 = accepted.view(-1, *([1] * (v.dim() - 1)))
-            a1 = accepted.view(-1, 1)
-            x = torch.where(a2, v_new, v)
-            extra = dict(
-                state.extra,
-                t=t,
-                h=torch.where(a1, h_new, h),
-                logits=torch.where(a1, logits_new, logits),
-            )
-            lp = torch.where(accepted, lp_new, state.log_prob)
+                x, lp = v_new.reshape(v.shape), lp_new
+                extra = dict(
+                    state.extra, t=t, h=h_new, logits=logits_new, log_qh=log_qh_new, energy=e_new
+                )
             jump = (x - v).reshape(n, -1).norm(dim=1)
         info = StepInfo(prob, accepted, jump, n_log_prob=1, n_grad=len(alphas))
         return ChainState(x=x, log_prob=lp, grad=None, extra=extra), info
-
-    @staticmethod
-    def _log_ratio(model, v, h, logits, v_new, h_new, logits_new, quad_new, alphas, temp):
-        """log of the Eq. 12 ratio (energies divided by the temperature T)."""
-        n = v.shape[0]
-        vf, vnf = v.reshape(n, -1).double(), v_new.reshape(n, -1).double()
-        e_old = model._quad(v).double() - (h * logits).sum(-1).double()
-        e_new = quad_new.double() - (h_new * logits_new).sum(-1).double()
-        beta0, a, s2 = (c.double() for c in _kstep_coeffs(model.var, alphas, temp))
-        mean_f = beta0 * vf + a * model.mean_v_given_h(h).double()
-        mean_r = beta0 * vnf + a * model.mean_v_given_h(h_new).double()
-        log_q_fwd = -((vnf - mean_f) ** 2 / (2.0 * s2)).sum(-1)
-        log_q_rev = -((vf - mean_r) ** 2 / (2.0 * s2)).sum(-1)
-        log_qh_old = model.log_bernoulli(h, logits).double()  # q(h^{t-1} | v^{t-1})
-        log_qh_new = model.log_bernoulli(h_new, logits_new).double()  # q(h^t | v^t)
-        return (e_old - e_new) / temp + log_q_rev - log_q_fwd + log_qh_old - log_qh_new

@@ -235,6 +235,26 @@ def test_gibbs_caches_hidden_logits_without_changing_the_chain():
         torch.testing.assert_close(state.log_prob, m.log_prob(v))
 
 
+@pytest.mark.parametrize("adjust_step", [0, 2])
+def test_gibbs_langevin_caches_match_the_state(adjust_step):
+    """The kept hidden logits, log q(h|v) and E(v, h) are those of the chain's current (v, h),
+    whether the last move was accepted, rejected or taken without the test."""
+    m = four_mode_grbm()
+    g = torch.Generator().manual_seed(4)
+    s = gibbs_langevin(step_size=3.0, n_inner=3, adjust_step=adjust_step)
+    state = s.init(m, exact_samples(m, 500, g))
+    rejected = 0
+    for _ in range(5):
+        state, info = s.step(m, state, g)
+        rejected += int((~info.accepted).sum())
+        v, h = state.x, state.extra["h"]
+        torch.testing.assert_close(state.extra["logits"], m.hidden_logits(v))
+        torch.testing.assert_close(state.extra["energy"], m.energy_joint(v, h))
+        torch.testing.assert_close(state.extra["log_qh"], m.log_bernoulli(h, m.hidden_logits(v)))
+        torch.testing.assert_close(state.log_prob, m.log_prob(v))
+    assert rejected > 0  # both branches of the cache update ran
+
+
 def test_same_seed_same_chain():
     m = four_mode_grbm()
     x0 = torch.zeros(50, 2, dtype=torch.float64)
