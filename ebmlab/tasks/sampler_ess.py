@@ -21,9 +21,9 @@ kernel. ``tune_accept`` > 0 tunes the step size towards that acceptance during b
 (:mod:`ebmlab.samplers.acceptance_tuning`; the paper's LB baseline: DLP tuned to 0.574).
 
 Chains start from independent uniform states (``init: uniform``, the paper's protocol) or,
-with ``init: run`` and ``init_run`` a finished or interrupted sampler_ess run directory on the
-same target, from that run's last chain states (e.g. to ask whether a sampler that cannot
-leave uniform starts mixes once it starts where another sampler has burnt in).
+with ``init: run:<dir>`` (``<dir>`` a finished or interrupted sampler_ess run directory on the
+same target), from that run's last chain states, e.g. to ask whether a sampler that cannot
+leave uniform starts mixes once it starts where another sampler has burnt in.
 """
 
 from __future__ import annotations
@@ -45,7 +45,7 @@ from ebmlab.samplers.base import Sampler
 from ebmlab.utils.workspace import Workspace
 
 PARAMS = ("sigma", "alpha", "step_size", "radius")  # reported sampler parameters
-INITS, SPACES = ("uniform", "run"), (BINARY, ORDINAL)
+INITS, SPACES = ("uniform", "run:<run directory>"), (BINARY, ORDINAL)
 
 
 def random_states(model, n: int, generator: torch.Generator, device) -> Tensor:
@@ -84,7 +84,6 @@ class SamplerESS(LoopTask):
         burn_in: int,
         target: str,
         init: str,
-        init_run: str,
         ref_seed: int,
         sync_burn_in: bool,
         tune_accept: float,
@@ -97,11 +96,15 @@ class SamplerESS(LoopTask):
         check(n_steps >= 5, "n_steps", f"must be >= 5 (got {n_steps})")
         msg = f"must be in [0, n_steps - 4] so the ESS has >= 4 steps (got {burn_in})"
         check(0 <= burn_in <= n_steps - 4, "burn_in", msg)
-        check(init in INITS, "init", f"must be one of {list(INITS)} (got {init!r})")
-        if init == "run":
-            found = Workspace(Path(str(init_run))).last.exists() if init_run else False
-            msg = f"must name a sampler_ess run directory with a checkpoint (got {init_run!r})"
-            check(found, "init_run", msg)
+        init = str(init)
+        init_run = init[len("run:") :] if init.startswith("run:") else None
+        check(init == "uniform" or init_run, "init", f"must be one of {list(INITS)} (got {init!r})")
+        if init_run is not None:
+            found = Workspace(Path(init_run)).last.exists()
+            msg = (
+                f"run:<dir> must name a sampler_ess run directory with a checkpoint (got {init!r})"
+            )
+            check(found, "init", msg)
         check(ref_seed >= 0, "ref_seed", f"must be >= 0 (got {ref_seed})")
         msg = f"must be 0 (off) or a rate in (0, 1) (got {tune_accept})"
         check(tune_accept == 0 or 0 < tune_accept < 1, "tune_accept", msg)
@@ -111,7 +114,7 @@ class SamplerESS(LoopTask):
         check(grad_query_cost >= 0, "grad_query_cost", f"must be >= 0 (got {grad_query_cost})")
         self.cad = Cadence(n_steps, log_every, checkpoint_every)
         self.n_chains, self.burn_in, self.ref_seed = n_chains, burn_in, ref_seed
-        self.init, self.init_run = init, str(init_run)
+        self.init_run = init_run
         self.sync_burn_in, self.tune_accept, self.tune_rate = sync_burn_in, tune_accept, tune_rate
         self.grad_query_cost, self.target = grad_query_cost, target
 
@@ -135,7 +138,7 @@ class SamplerESS(LoopTask):
         adaptation = tuner if tuner is not None else sampler
         configured = {k: float(sampler_cfg[k]) for k in PARAMS if _is_number(sampler_cfg.get(k))}
         g, dev, n = ctx.generator, ctx.device, self.n_chains
-        x0 = random_states(model, n, g, dev) if self.init == "uniform" else self._run_states(model)
+        x0 = random_states(model, n, g, dev) if self.init_run is None else self._run_states(model)
         ref = random_states(model, 1, torch.Generator().manual_seed(self.ref_seed), "cpu")[0]
         summary = torch.zeros(self.cad.n_steps - self.burn_in, n, dtype=torch.float32, device=dev)
         adaptation = adaptation if isinstance(adaptation, Adaptation) else None
@@ -143,22 +146,22 @@ class SamplerESS(LoopTask):
         return Parts(model, sampler, adaptation, tuner, ref.to(dev), state, summary, configured)
 
     def _run_states(self, model) -> Tensor:
-        """The chain states of ``init_run``'s last checkpoint, checked against this target."""
+        """The chain states of the ``run:<dir>`` run's last checkpoint, checked against this
+        target."""
         ck = Workspace(Path(self.init_run)).load()
         x = (ck or {}).get("task", {}).get("x") if isinstance(ck, dict) else None
         want = (self.n_chains, int(model.dim))
         if not isinstance(x, Tensor) or tuple(x.shape) != want:
             got = "no chain states" if not isinstance(x, Tensor) else f"states {tuple(x.shape)}"
             raise ConfigError(
-                "init_run",
-                f"{self.init_run} holds {got}; this run needs {want} (n_chains, model dim)",
+                "init", f"{self.init_run} holds {got}; this run needs {want} (n_chains, model dim)"
             )
         if model.state_kind == ORDINAL:
             ok = bool(((x >= 0) & (x < int(model.n_states)) & (x == x.round())).all())
         else:
             ok = bool(((x == 0) | (x == 1)).all())
         if not ok:
-            raise ConfigError("init_run", f"{self.init_run}'s states are not states of this target")
+            raise ConfigError("init", f"{self.init_run}'s states are not states of this target")
         return x.float().clone()
 
     def cadence(self, parts: Parts) -> Cadence:

@@ -94,25 +94,25 @@ def test_sampler_ess_end_to_end_ab_and_gibbs_on_ordinal_target(tmp_path):
 
 
 def test_sampler_ess_starts_from_another_runs_last_states(tmp_path):
-    """init=run: the chains start from init_run's last checkpointed states; a missing run, a
-    run with another number of chains and a run on another target are config errors."""
+    """init=run:<dir>: the chains start from that run's last checkpointed states; a missing
+    run, a run with another number of chains and a run on another target are config errors."""
     from ebmlab.utils.workspace import Workspace
 
     first = [*ESS, "model.n_side=4", "sampler=gibbs", *ESS_TINY]
     run_cli(first, tmp_path / "a")
     last = Workspace(tmp_path / "a").load()["task"]["x"]
-    task = from_conf("task/sampler_ess", init="run", init_run=str(tmp_path / "a"), n_chains=4)
+    task = from_conf("task/sampler_ess", init=f"run:{tmp_path / 'a'}", n_chains=4)
     model = from_conf("model/ising_lattice", n_side=4)
     torch.testing.assert_close(task._run_states(model), last.float())
-    with pytest.raises(ConfigError, match="init_run"):
-        from_conf("task/sampler_ess", init="run", init_run=str(tmp_path / "none"))
+    with pytest.raises(ConfigError, match="must name a sampler_ess run directory"):
+        from_conf("task/sampler_ess", init=f"run:{tmp_path / 'none'}")
+    with pytest.raises(ConfigError, match="must be one of"):
+        from_conf("task/sampler_ess", init="run:")
     with pytest.raises(ConfigError, match=r"needs \(3, 16\)"):
-        from_conf(
-            "task/sampler_ess", init="run", init_run=str(tmp_path / "a"), n_chains=3
-        )._run_states(model)
+        from_conf("task/sampler_ess", init=f"run:{tmp_path / 'a'}", n_chains=3)._run_states(model)
     with pytest.raises(ConfigError, match=r"needs \(4, 25\)"):
         task._run_states(from_conf("model/ising_lattice", n_side=5))
-    r = run_cli([*first, "task.init=run", f"task.init_run={tmp_path / 'a'}"], tmp_path / "b")
+    r = run_cli([*first, f"task.init='run:{tmp_path / 'a'}'"], tmp_path / "b")
     assert r.results["ess_n"] > 0
 
 
