@@ -454,6 +454,7 @@ def test_bench_runs_end_to_end(tmp_path, capsys):
     out = tmp_path / "rm"
     _bench_module().main(
         ["--dims", "16", "--rounds", "1", "--repeats", "1", "--device", "cpu", "--out", str(out)]
+        + ["--neighbours", "generic,model"]
     )
     rows = json.loads(out.with_suffix(".json").read_text())["rows"]
     assert {(r["method"], r["neighbours"]) for r in rows} == {
