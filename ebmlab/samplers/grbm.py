@@ -239,10 +239,10 @@ class GRBMGibbsLangevin(_GRBMSampler):
     With h fixed, E(v, h) is quadratic in v, so the K inner steps compose to the Gaussian of
     Eq. 11; a step draws v_K from it directly (one normal draw per coordinate, not K), which
     is the same proposal in law (:meth:`langevin_inner` keeps the literal loop; the tests check
-    the two agree). The hidden logits, log q(h|v) and E(v, h) of the current state are kept in
-    ``state.extra`` (``logits``, ``log_qh``, ``energy``), so a step evaluates them once, at
-    the proposal. StepInfo counts the K conditional-energy gradients as ``n_grad`` and the
-    hidden-logit evaluation at the proposal as one ``n_log_prob``.
+    the two agree). The hidden logits, log q(h|v), E(v, h) and W h + mu of the current state
+    are kept in ``state.extra`` (``logits``, ``log_qh``, ``energy``, ``mean_h``), so a step
+    evaluates them once, at the proposal. StepInfo counts the K conditional-energy gradients
+    as ``n_grad`` and the hidden-logit evaluation at the proposal as one ``n_log_prob``.
     """
 
     needs_grad = False
@@ -305,7 +305,10 @@ class GRBMGibbsLangevin(_GRBMSampler):
                 ).to(v.dtype)
             alphas = self.inner_alphas(model)
             beta0, a, s2 = _kstep_coeffs(model.var, alphas, temp)  # Eq. 11, each [D]
-            mean_f = beta0 * vf + a * model.mean_v_given_h(h)
+            m_h = state.extra.get("mean_h")  # W h + mu of the current h, kept by the last step
+            if m_h is None:
+                m_h = model.mean_v_given_h(h)
+            mean_f = beta0 * vf + a * m_h
             noise = torch.randn(vf.shape, generator=generator, device=v.device, dtype=v.dtype)
             v_new = mean_f + s2.sqrt() * noise
             logits_new = model.hidden_logits(v_new)
@@ -324,7 +327,8 @@ class GRBMGibbsLangevin(_GRBMSampler):
                 log_qh_old = state.extra.get("log_qh")
                 if log_qh_old is None:
                     log_qh_old = model.log_bernoulli(h, logits).double()
-                mean_r = beta0 * v_new + a * model.mean_v_given_h(h_new)
+                m_h_new = model.mean_v_given_h(h_new)
+                mean_r = beta0 * v_new + a * m_h_new
                 s2d = 2.0 * s2.double()
                 log_q_fwd = -((v_new.double() - mean_f.double()) ** 2 / s2d).sum(-1)
                 log_q_rev = -((vf.double() - mean_r.double()) ** 2 / s2d).sum(-1)
@@ -339,6 +343,7 @@ class GRBMGibbsLangevin(_GRBMSampler):
                     h=torch.where(a1, h_new, h),
                     logits=torch.where(a1, logits_new, logits),
                     log_qh=torch.where(accepted, log_qh_new, log_qh_old),
+                    mean_h=torch.where(a1, m_h_new, m_h),
                     energy=torch.where(accepted, e_new, e_old),
                 )
                 lp = torch.where(accepted, lp_new, state.log_prob)
@@ -347,7 +352,13 @@ class GRBMGibbsLangevin(_GRBMSampler):
                 prob = torch.ones(n, device=v.device)
                 x, lp = v_new.reshape(v.shape), lp_new
                 extra = dict(
-                    state.extra, t=t, h=h_new, logits=logits_new, log_qh=log_qh_new, energy=e_new
+                    state.extra,
+                    t=t,
+                    h=h_new,
+                    logits=logits_new,
+                    log_qh=log_qh_new,
+                    energy=e_new,
+                    mean_h=None,  # not evaluated without the test; the next step computes it
                 )
             jump = (x - v).reshape(n, -1).norm(dim=1)
         info = StepInfo(prob, accepted, jump, n_log_prob=1, n_grad=len(alphas))

@@ -252,6 +252,8 @@ def test_gibbs_langevin_caches_match_the_state(adjust_step):
         torch.testing.assert_close(state.extra["energy"], m.energy_joint(v, h))
         torch.testing.assert_close(state.extra["log_qh"], m.log_bernoulli(h, m.hidden_logits(v)))
         torch.testing.assert_close(state.log_prob, m.log_prob(v))
+        if state.extra["mean_h"] is not None:
+            torch.testing.assert_close(state.extra["mean_h"], m.mean_v_given_h(h))
     assert rejected > 0  # both branches of the cache update ran
 
 
