@@ -18,6 +18,8 @@ quantities become the next state's when it is accepted.
 
 from __future__ import annotations
 
+import math
+
 import torch
 from torch import Tensor
 
@@ -96,8 +98,13 @@ def bernoulli(p: Tensor, generator: torch.Generator) -> Tensor:
 
 
 def mh_accept(log_ratio: Tensor, generator: torch.Generator) -> tuple[Tensor, Tensor]:
-    """Metropolis-Hastings test in log space. Returns (accepted bool, accept prob)."""
+    """Metropolis-Hastings test in log space. Returns (accepted bool, accept prob).
+
+    A NaN log-ratio (a proposal whose density ratio is undefined, e.g. inf - inf after a
+    numerically exploded proposal) is rejected with acceptance probability 0, so the chain
+    keeps its state and the reported acceptance stays a number."""
     log_ratio = log_ratio.float()
+    log_ratio = torch.where(torch.isnan(log_ratio), -math.inf, log_ratio)
     u = torch.rand(log_ratio.shape, generator=generator, device=log_ratio.device)
     accepted = torch.log(u) < log_ratio
     return accepted, torch.exp(torch.clamp(log_ratio, max=0.0))

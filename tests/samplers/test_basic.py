@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 
 import pytest
@@ -10,7 +11,7 @@ from omegaconf import OmegaConf
 
 from ebmlab.errors import ConfigError
 from ebmlab.models.base import EnergyModel
-from ebmlab.samplers.base import value_and_grad
+from ebmlab.samplers.base import mh_accept, value_and_grad
 from ebmlab.samplers.dlp import DMALA, DULA
 from ebmlab.samplers.gibbs import RandomScanGibbs, SweepGibbs
 from ebmlab.samplers.gwg import GWG
@@ -329,3 +330,11 @@ def test_gradient_sampler_accepts_state_without_grad(sampler, gen):
     st, info = sampler.step(m, st, gen)
     assert (info.n_log_prob, info.n_grad) == (2, 2)
     torch.testing.assert_close(st.grad, value_and_grad(m, st.x)[1])
+
+
+def test_mh_accept_rejects_undefined_ratios():
+    """NaN log-ratios are rejected with probability 0; +inf is accepted, -inf rejected."""
+    lr = torch.tensor([float("nan"), float("inf"), -float("inf"), 0.0, -1.0], dtype=torch.float64)
+    accepted, prob = mh_accept(lr, torch.Generator().manual_seed(0))
+    assert accepted.tolist()[:4] == [False, True, False, True]
+    torch.testing.assert_close(prob, torch.tensor([0.0, 1.0, 0.0, 1.0, math.exp(-1.0)]))

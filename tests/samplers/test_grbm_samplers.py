@@ -303,3 +303,20 @@ def test_config_validation():
         langevin(energy_scale="mean")
     with pytest.raises(ConfigError, match="n_inner"):
         gibbs_langevin(n_inner=0)
+
+
+def test_exploding_gibbs_langevin_proposal_is_rejected_not_nan():
+    """With alpha_0 x mean variance far above a coordinate's variance, the K explicit inner
+    steps are unstable (c = 1 - alpha / var << -1) and a float32 proposal overflows: the
+    MH test rejects it with acceptance 0, the chain keeps its finite state."""
+    m = four_mode_grbm().float()
+    with torch.no_grad():
+        m.log_var.copy_(torch.tensor([20.0, 1e-3]).log())
+    s = gibbs_langevin(step_size=1.0, n_inner=10, adjust_step=0)
+    g = torch.Generator().manual_seed(0)
+    x0 = torch.randn(64, 2, generator=g)
+    state = s.init(m, x0)
+    new, info = s.step(m, state, g)
+    assert torch.isfinite(info.accept_prob).all()
+    assert not info.accepted.any() and (info.accept_prob == 0).all()
+    torch.testing.assert_close(new.x, x0, rtol=0, atol=0)
