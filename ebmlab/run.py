@@ -198,11 +198,11 @@ def execute(cfg: DictConfig):
         print(f"ebmlab: {f.message}", file=sys.stderr)
         if not sweep:
             sys.exit(f.code)
-        rundir.write_status(run_dir, f.code, f.message)
+        rundir.write_status(run_dir, f.code, f.message, choices)
         rundir.SWEEP_JOBS.append((run_dir, f.code, f.message))
         return None
     if sweep:
-        rundir.write_status(run_dir, EXIT_OK, "ok")
+        rundir.write_status(run_dir, EXIT_OK, "ok", choices)
         rundir.SWEEP_JOBS.append((run_dir, EXIT_OK, "ok"))
     return results.get(main)
 

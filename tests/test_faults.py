@@ -162,6 +162,7 @@ def test_sweep_survives_a_bad_job_and_exits_nonzero(tmp_path):
         if (d / "status.json").exists()
     }
     assert sorted(s["exit_code"] for s in status.values()) == [0, 2]
+    assert all(s["choices"]["sampler"] == "gwg" for s in status.values())  # for the reports
     assert len(list(sweep.glob("*/results.json"))) == 1
 
 

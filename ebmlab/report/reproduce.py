@@ -25,8 +25,8 @@ from pathlib import Path
 from hydra.core.hydra_config import HydraConfig
 from omegaconf import DictConfig, OmegaConf
 
-from ebmlab.report.claims import NOT_RUN, judge, load_claims, papers, same_value
-from ebmlab.report.runs import bench_rows, collect
+from ebmlab.report.claims import NOT_RUN, judge, load_claims, matches, papers, same_value
+from ebmlab.report.runs import bench_rows, collect, collect_failed
 from ebmlab.report.spec import sweep_dir, sweep_keys
 from ebmlab.utils.config import compose_job
 from ebmlab.utils.rundir import NON_IDENTITY_KEYS
@@ -192,6 +192,14 @@ def _cell(text: str) -> str:
     return str(text).replace("|", "\\|").replace("\n", " ")
 
 
+def _with_failures(v, failed: list[dict]) -> str:
+    """A 'not run' reason extended by the failed jobs that were meant for the claim (their
+    settings match one of its selectors), so that a failure is reported, not hidden."""
+    hits = [r for r in failed if any(matches(r, sel) for sel in selectors(v.claim))]
+    notes = [f"the run {r['run_dir'].name} failed: {r['failed']}" for r in hits]
+    return "; ".join([v.why, *notes]) if notes else v.why
+
+
 def write_report(paper: str, scale: str, root: Path, out_dir: Path) -> Path:
     data = load_claims(paper)
     names = set(experiments(data["claims"]))
@@ -202,10 +210,11 @@ def write_report(paper: str, scale: str, root: Path, out_dir: Path) -> Path:
     for c in data["claims"]:
         for sel in selectors(c):
             selected.setdefault(sel.get("experiment", c["experiment"]), set()).update(sel)
+    failed_by_exp = {e: collect_failed(sweep_dir(root, e, scale)) for e in sorted(names)}
     for exp, runs in runs_by_exp.items():
         keys = selected.get(exp, set()) - sweep_keys(exp) - {"experiment", "scale", "seed"}
         variant_keys = frozenset(keys)
-        for r in runs:
+        for r in [*runs, *failed_by_exp[exp]]:
             r["variant_keys"] = variant_keys
     benches = {c["bench"] for c in data["claims"] if c.get("bench")}
     stem = "{}" if scale == "paper" else "{}_" + scale  # make bench-ratio-matching SCALE=smoke
@@ -216,6 +225,9 @@ def write_report(paper: str, scale: str, root: Path, out_dir: Path) -> Path:
         judge(c, rows_by_bench[c["bench"]] if c.get("bench") else claim_runs(c, runs_by_exp))
         for c in data["claims"]
     ]
+    for v in verdicts:
+        if v.verdict == NOT_RUN and not v.claim.get("bench"):
+            v.why = _with_failures(v, claim_runs(v.claim, failed_by_exp))
     counts = Counter(v.verdict for v in verdicts)
     all_runs = [r for rs in [*runs_by_exp.values(), *rows_by_bench.values()] for r in rs]
     lines = [

@@ -60,6 +60,36 @@ def collect(sweep_dir: Path) -> list[dict]:
     return runs
 
 
+def _dirname_overrides(run_dir: Path) -> dict[str, str]:
+    """The ``key=value`` overrides a sweep job's directory name is made of (its fallback
+    record of what it was run with)."""
+    parts = [p.split("=", 1) for p in run_dir.name.split(",")]
+    return dict(parts) if all(len(p) == 2 for p in parts) else {}
+
+
+def collect_failed(sweep_dir: Path) -> list[dict]:
+    """One record per sweep job below ``sweep_dir`` that ended with an error and has no
+    ``results.json``: the fields of :func:`collect`, with empty metrics and ``failed`` = the
+    job's one-line message (``status.json``), so a report can say why a claim has no run."""
+    runs = []
+    for st in sorted(Path(sweep_dir).rglob("status.json")):
+        run_dir = st.parent
+        status = json.loads(st.read_text())
+        if status.get("exit_code", 0) == 0 or (run_dir / "results.json").exists():
+            continue
+        runs.append(
+            {
+                "run_dir": run_dir,
+                "overrides": _overrides(run_dir) or _dirname_overrides(run_dir),
+                "choices": status.get("choices", {}),
+                "config": _config(run_dir),
+                "metrics": {},
+                "failed": str(status.get("message", "")),
+            }
+        )
+    return runs
+
+
 def bench_rows(path: Path) -> list[dict]:
     """The rows of a benchmark's JSON (``{"rows": [...]}``, e.g. outputs/bench/ratio_matching.json)
     as run records, so that a claim measured outside the runner (``bench:`` in a claims file)

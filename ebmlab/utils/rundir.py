@@ -204,6 +204,11 @@ def kept_checkpoint(ctx) -> str:
     return "no checkpoint had been written before it"
 
 
-def write_status(run_dir: Path, code: int, message: str) -> None:
+def write_status(run_dir: Path, code: int, message: str, choices: dict | None = None) -> None:
+    """A sweep job's outcome; with its config-group ``choices`` so that reports can tell
+    which claim a failed run was meant for."""
     run_dir.mkdir(parents=True, exist_ok=True)
-    atomic_write_text(run_dir / "status.json", json.dumps({"exit_code": code, "message": message}))
+    status = {"exit_code": code, "message": message}
+    if choices is not None:
+        status["choices"] = {k: str(v) for k, v in choices.items()}
+    atomic_write_text(run_dir / "status.json", json.dumps(status))

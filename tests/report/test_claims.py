@@ -414,3 +414,40 @@ def test_claims_measured_by_a_benchmark_are_judged_from_its_rows(tmp_path):
     text = write_report("rmwggis", "paper", tmp_path / "none", tmp_path / "rep2").read_text()
     speed = next(ln for ln in text.splitlines() if "`rmwggis-t5-speedup-2048`" in ln)
     assert "**not run**: measured by `make bench-ratio-matching`" in speed
+
+
+def test_a_failed_run_is_named_in_the_not_run_reason(tmp_path):
+    """A sweep job that failed (status.json, no results.json) is reported beside the claims it
+    was meant for, matched on the group choices it recorded or on its directory name."""
+    import json
+
+    from ebmlab.report.reproduce import write_report
+    from ebmlab.report.runs import collect_failed
+    from ebmlab.report.spec import sweep_dir
+
+    base = sweep_dir(tmp_path, "grbm/fig1_gmm", "paper")
+
+    def job(name, code, message, choices=None):
+        d = base / name
+        d.mkdir(parents=True)
+        status = {"exit_code": code, "message": message}
+        if choices is not None:
+            status["choices"] = choices
+        (d / "status.json").write_text(json.dumps(status))
+
+    job("a", 1, "training diverged at step 200", {"grbm_gmm_setting": "langevin_w_adjust",
+                                                  "dataset": "gmm_iso"})  # fmt: skip
+    job("dataset=gmm_aniso,grbm_gmm_setting=langevin_w_adjust", 1, "out of memory")
+    job("dataset=gmm_iso,grbm_gmm_setting=gibbs", 0, "ok")
+    assert [r["failed"] for r in collect_failed(base)] == [
+        "training diverged at step 200",
+        "out of memory",
+    ]
+    text = write_report("grbm", "paper", tmp_path, tmp_path / "rep").read_text()
+    lines = {ln.split("`")[1]: ln for ln in text.splitlines() if ln.startswith("| `")}
+    iso = lines["grbm-fig1-iso-langevin-w-adjust-in-modes"]
+    assert "**not run**" in iso and "the run a failed: training diverged at step 200" in iso
+    assert "out of memory" not in iso
+    aniso = lines["grbm-fig1-aniso-langevin-w-adjust-in-modes"]
+    assert "failed: out of memory" in aniso and "diverged" not in aniso
+    assert "failed" not in lines["grbm-fig1-iso-gibbs-in-modes"]
