@@ -74,7 +74,7 @@ def main(argv=None) -> None:
         c = (1.0 - alpha0 / (temp * var)).tolist()
         row = {
             "epoch": epoch,
-            "var": [round(float(v), 5) for v in var],
+            "var": [float(f"{float(v):.4g}") for v in var],
             "c_first_step": [round(x, 3) for x in c],
             "accept": sum(accs) / len(accs),
             "updates_with_accept_0": sum(a == 0 for a in accs),
@@ -88,7 +88,8 @@ def main(argv=None) -> None:
     lines = [
         f"# GRBM Gibbs-Langevin with adjustment on {args.dataset}, convention {args.convention}",
         "",
-        "| epoch | var (x, y) | c at the first inner step (x, y) | mean acceptance | updates with acceptance 0 |",
+        "| epoch | var (x, y) | c at the first inner step (x, y) | mean acceptance "
+        "| updates with acceptance 0 |",
         "|---|---|---|---|---|",
     ]
     for r in rows:
