@@ -15,11 +15,11 @@ c_d at the first inner step, the mean acceptance over the epoch's chains, and ho
 epoch's updates had acceptance 0.
 
     python scripts/investigations/grbm_variance_collapse.py [--dataset gmm_iso] [--epochs 150]
-        [--convention none|batch]
+        [--convention none|batch] [--setting gibbs_langevin_w_adjust|langevin_w_adjust]
 
 ``--convention batch`` uses the authors' code's convention (energies divided by the number of
 chains, alpha_0 = 10 instead of 10 / 100). Writes
-outputs/investigations/grbm_variance_collapse/<dataset>_<convention>.{json,md}.
+outputs/investigations/grbm_variance_collapse/[<setting>_]<dataset>_<convention>.{json,md}.
 """
 
 from __future__ import annotations
@@ -45,12 +45,18 @@ def main(argv=None) -> None:
     ap.add_argument("--epochs", type=int, default=150)
     ap.add_argument("--every", type=int, default=10)
     ap.add_argument("--convention", default="none", choices=["none", "batch"])
+    ap.add_argument(
+        "--setting",
+        default="gibbs_langevin_w_adjust",
+        choices=["gibbs_langevin_w_adjust", "langevin_w_adjust"],
+        help="conf/grbm_gmm_setting/ option (Langevin: one step per outer step, same c)",
+    )
     args = ap.parse_args(argv)
     torch.set_num_threads(1)
     overrides = [
         "experiment=grbm/fig1_gmm",
         "scale=paper",
-        "grbm_gmm_setting=gibbs_langevin_w_adjust",
+        f"grbm_gmm_setting={args.setting}",
         f"dataset={args.dataset}",
         "learner.n_epochs=5000",  # the learning-rate schedule of the 5,000-epoch runs
     ]
@@ -83,10 +89,11 @@ def main(argv=None) -> None:
         rows.append(row)
         print(json.dumps(row), flush=True)
     OUT.mkdir(parents=True, exist_ok=True)
-    stem = OUT / f"{args.dataset}_{args.convention}"
+    tag = "" if args.setting == "gibbs_langevin_w_adjust" else f"{args.setting}_"
+    stem = OUT / f"{tag}{args.dataset}_{args.convention}"
     stem.with_suffix(".json").write_text(json.dumps({"args": vars(args), "rows": rows}, indent=1))
     lines = [
-        f"# GRBM Gibbs-Langevin with adjustment on {args.dataset}, convention {args.convention}",
+        f"# GRBM {args.setting} on {args.dataset}, convention {args.convention}",
         "",
         "| epoch | var (x, y) | c at the first inner step (x, y) | mean acceptance "
         "| updates with acceptance 0 |",
