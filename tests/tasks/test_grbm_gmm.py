@@ -73,7 +73,8 @@ TINY_GMM = [
 
 def _gmm_run(run, env=None):
     r = run_cli(TINY_GMM, run, env=env).results
-    for k in ("kl", "test_nll", "sample_in_mode", "sample_modes_covered", "sample_mode_tv"):
+    for k in ("kl", "test_nll", "sample_in_mode", "sample_modes_covered", "sample_mode_tv",
+              "shown_in_mode", "shown_modes_covered"):  # fmt: skip
         assert math.isfinite(r[k]), k
     assert 0.0 <= r["accept_rate"] <= 1.0 and r["sample_steps"] == 5 and r["n_epochs"] == 2
     assert (run / "figures" / "gmm.png").is_file() and (run / "gmm_arrays.pt").is_file()
