@@ -17,6 +17,7 @@ epoch's updates had acceptance 0.
     python scripts/investigations/grbm_variance_collapse.py [--dataset gmm_iso] [--epochs 150]
         [--convention none|batch] [--setting gibbs_langevin_w_adjust|langevin_w_adjust]
 
+``--figure`` only redraws ``variance_collapse.png`` from the records already there.
 ``--convention batch`` uses the authors' code's convention (energies divided by the number of
 chains, alpha_0 = 10 instead of 10 / 100). Writes
 outputs/investigations/grbm_variance_collapse/[<setting>_]<dataset>_<convention>.{json,md}.
@@ -39,6 +40,33 @@ ROOT = Path(__file__).resolve().parents[2]
 OUT = ROOT / "outputs" / "investigations" / "grbm_variance_collapse"
 
 
+def figure(out: Path = OUT) -> Path:
+    """One panel per quantity (the y variance, the acceptance) over epochs, one line per JSON
+    record in ``out``: a curve shows the collapse at a glance."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, (ax_v, ax_a) = plt.subplots(1, 2, figsize=(10, 3.6))
+    for f in sorted(out.glob("*.json")):
+        rows = json.loads(f.read_text())["rows"]
+        ep = [r["epoch"] for r in rows]
+        ax_v.semilogy(ep, [max(r["var"][1], 1e-9) for r in rows], marker=".", label=f.stem)
+        ax_a.plot(ep, [r["accept"] for r in rows], marker=".", label=f.stem)
+    ax_v.set(xlabel="epoch", ylabel="visible variance, y (floored at 1e-9)")
+    ax_a.set(xlabel="epoch", ylabel="mean acceptance")
+    ax_a.legend(fontsize=7)
+    for ax in (ax_v, ax_a):
+        ax.grid(alpha=0.3)
+    fig.suptitle("GRBM on the GMM (seed 1234): the y variance collapses, then nothing is accepted")
+    fig.tight_layout()
+    path = out / "variance_collapse.png"
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+    return path
+
+
 def main(argv=None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--dataset", default="gmm_iso", choices=["gmm_iso", "gmm_aniso"])
@@ -51,7 +79,11 @@ def main(argv=None) -> None:
         choices=["gibbs_langevin_w_adjust", "langevin_w_adjust"],
         help="conf/grbm_gmm_setting/ option (Langevin: one step per outer step, same c)",
     )
+    ap.add_argument("--figure", action="store_true", help="only draw the records in the folder")
     args = ap.parse_args(argv)
+    if args.figure:
+        print(f"written: {figure()}")
+        return
     torch.set_num_threads(1)
     overrides = [
         "experiment=grbm/fig1_gmm",
@@ -107,7 +139,7 @@ def main(argv=None) -> None:
             f"{r['updates_with_accept_0']} of {per_epoch} |"
         )
     stem.with_suffix(".md").write_text("\n".join(lines) + "\n")
-    print(f"written: {stem}.md, {stem}.json")
+    print(f"written: {stem}.md, {stem}.json, {figure()}")
 
 
 if __name__ == "__main__":
