@@ -80,7 +80,7 @@ def figure(out: Path = OUT) -> Path:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    fig, (ax_v, ax_a) = plt.subplots(1, 2, figsize=(10, 3.6))
+    fig, (ax_v, ax_a) = plt.subplots(1, 2, figsize=(13, 3.6))
     for f in sorted(out.glob("*.json")):
         rows = json.loads(f.read_text())["rows"]
         ep = [r["epoch"] for r in rows]
@@ -88,11 +88,12 @@ def figure(out: Path = OUT) -> Path:
         ax_a.plot(ep, [r["accept"] for r in rows], marker=".", label=f.stem)
     ax_v.set(xlabel="epoch", ylabel="visible variance, y (floored at 1e-9)")
     ax_a.set(xlabel="epoch", ylabel="mean acceptance")
-    ax_a.legend(fontsize=7)
+    handles, labels = ax_a.get_legend_handles_labels()
+    fig.legend(handles, labels, fontsize=7, loc="center right")
     for ax in (ax_v, ax_a):
         ax.grid(alpha=0.3)
     fig.suptitle("GRBM on the GMM (seed 1234): the visible variance in y and the acceptance")
-    fig.tight_layout()
+    fig.tight_layout(rect=(0, 0, 0.74, 1))
     path = out / "variance_collapse.png"
     fig.savefig(path, dpi=120)
     plt.close(fig)
@@ -118,6 +119,11 @@ def main(argv=None) -> None:
         help="alpha_0 x mean variance (Alg. 3) or alpha_0 x var_d (investigation variant)",
     )
     ap.add_argument("--figure", action="store_true", help="only draw the records in the folder")
+    ap.add_argument(
+        "overrides",
+        nargs="*",
+        help="extra config overrides, e.g. learner.burn_in=90 (named in the record's file name)",
+    )
     args = ap.parse_args(argv)
     if args.figure:
         print(f"written: {figure()}")
@@ -136,6 +142,7 @@ def main(argv=None) -> None:
     ]
     if args.convention == "batch":  # the authors' eta0 = 10 on energies / batch
         overrides += ["sampler.energy_scale=batch", "sampler.step_size=10"]
+    overrides += list(args.overrides)
     _, cfg = compose_job(overrides)
     model, sampler = instantiate(cfg.model), instantiate(cfg.sampler)
     learner, data = instantiate(cfg.learner), instantiate(cfg.dataset)
@@ -177,9 +184,10 @@ def main(argv=None) -> None:
     OUT.mkdir(parents=True, exist_ok=True)
     tag = "" if args.setting == "gibbs_langevin_w_adjust" else f"{args.setting}_"
     tag += "" if args.step == "mean" else "per_coordinate_step_"
+    tag += "".join(f"{o.replace('=', '').replace('.', '-')}_" for o in args.overrides)
     stem = OUT / f"{tag}{args.dataset}_{args.convention}"
     record = {"args": vars(args), "rows": rows, "median_residual_per_axis": resid}
-    stem.with_suffix(".json").write_text(json.dumps(record, indent=1))
+    Path(f"{stem}.json").write_text(json.dumps(record, indent=1))
     lines = [
         f"# GRBM {args.setting} on {args.dataset}, convention {args.convention}",
         "",
@@ -199,7 +207,7 @@ def main(argv=None) -> None:
         f"Median |v - (W h + mu)| per axis (x, y) at the end, h ~ p(h|v): training points "
         f"{resid['train']}, fresh points {resid['fresh']}.",
     ]
-    stem.with_suffix(".md").write_text("\n".join(lines) + "\n")
+    Path(f"{stem}.md").write_text("\n".join(lines) + "\n")
     print(f"written: {stem}.md, {stem}.json, {figure()}")
 
 
