@@ -63,8 +63,13 @@ def kstep_proposal(
         return beta0 * v0 + a * model.mean_v_given_h(h), s2
 
 
-def _kstep_coeffs(var: Tensor, alphas: list[float], temperature: float):
-    al = torch.tensor(alphas, dtype=var.dtype, device=var.device).unsqueeze(1)  # [K, 1]
+def _kstep_coeffs(var: Tensor, alphas: list, temperature: float):
+    """(beta_0, a, s2) of Eq. 11 for step sizes ``alphas``: K floats, or K per-coordinate [D]
+    tensors (a step that differs by coordinate, e.g. alpha_0 var_d)."""
+    if all(isinstance(a, (int, float)) for a in alphas):
+        al = torch.tensor(alphas, dtype=var.dtype, device=var.device).unsqueeze(1)  # [K, 1]
+    else:
+        al = torch.stack([torch.as_tensor(a, dtype=var.dtype).expand_as(var) for a in alphas])
     tv = temperature * var
     c = 1.0 - al / tv  # [K, D]
     # beta_k for k = 0..K: reverse cumulative products of c_{k+1..K}

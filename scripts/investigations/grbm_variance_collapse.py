@@ -48,7 +48,8 @@ def use_per_coordinate_step() -> None:
     """Investigation variant, not the paper's method: the Gibbs-Langevin step of coordinate d
     is alpha_0 var_d instead of alpha_0 x mean variance, so every inner step contracts by the
     same c = 1 - alpha_0 (stable for alpha_0 < 2, whatever the variances). Patched into
-    ebmlab.samplers.grbm for this process only."""
+    ebmlab.samplers.grbm for this process only (its Eq. 11 coefficients take per-coordinate
+    steps as they are)."""
     from ebmlab.samplers import grbm
 
     def alpha0(self, model):
@@ -58,18 +59,8 @@ def use_per_coordinate_step() -> None:
         a0, k = self._alpha0(model), self.n_inner
         return [a0 * (1.0 + math.cos(math.pi * i / k)) / 2.0 for i in range(k)]
 
-    def kstep_coeffs(var, alphas, temperature):
-        al = torch.stack(
-            [torch.as_tensor(a, dtype=var.dtype) * torch.ones_like(var) for a in alphas]
-        )
-        tv = temperature * var
-        rev = torch.flip(torch.cumprod(torch.flip(1.0 - al / tv, [0]), 0), [0])
-        beta = torch.cat([rev, torch.ones_like(rev[:1])], 0)
-        return beta[0], (beta[1:] * al).sum(0) / tv, (2.0 * al * beta[1:] ** 2).sum(0)
-
     grbm._GRBMSampler._alpha0 = alpha0
     grbm.GRBMGibbsLangevin.inner_alphas = inner_alphas
-    grbm._kstep_coeffs = kstep_coeffs
 
 
 def figure(out: Path = OUT) -> Path:

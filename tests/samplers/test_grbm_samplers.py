@@ -320,3 +320,18 @@ def test_exploding_gibbs_langevin_proposal_is_rejected_not_nan():
     assert torch.isfinite(info.accept_prob).all()
     assert not info.accepted.any() and (info.accept_prob == 0).all()
     torch.testing.assert_close(new.x, x0, rtol=0, atol=0)
+
+
+def test_kstep_coefficients_take_per_coordinate_steps():
+    """Eq. 11's coefficients for K per-coordinate step vectors equal, coordinate by coordinate,
+    those for the scalar steps of that coordinate (and a float list is unchanged)."""
+    from ebmlab.samplers.grbm import _kstep_coeffs
+
+    var = torch.tensor([0.5, 2.0, 8.0], dtype=torch.float64)
+    scales = torch.tensor([1.0, 3.0, 0.2], dtype=torch.float64)
+    alphas = cosine_schedule(0.4, 5)
+    per = _kstep_coeffs(var, [a * scales for a in alphas], 2.0)
+    for d in range(3):
+        one = _kstep_coeffs(var[d : d + 1], [a * float(scales[d]) for a in alphas], 2.0)
+        for got, want in zip(per, one):
+            torch.testing.assert_close(got[d : d + 1], want)
