@@ -246,8 +246,10 @@ class GRBMGibbsLangevin(_GRBMSampler):
     is the same proposal in law (:meth:`langevin_inner` keeps the literal loop; the tests check
     the two agree). The hidden logits, log q(h|v), E(v, h) and W h + mu of the current state
     are kept in ``state.extra`` (``logits``, ``log_qh``, ``energy``, ``mean_h``), so a step
-    evaluates them once, at the proposal. StepInfo counts the K conditional-energy gradients
-    as ``n_grad`` and the hidden-logit evaluation at the proposal as one ``n_log_prob``.
+    evaluates them once, at the proposal (a step without the test keeps only the logits); the
+    Eq. 11 coefficients are memoised until the model's variances change. StepInfo counts the
+    K conditional-energy gradients as ``n_grad`` and the hidden-logit evaluation at the
+    proposal as one ``n_log_prob``.
     """
 
     needs_grad = False
@@ -272,6 +274,17 @@ class GRBMGibbsLangevin(_GRBMSampler):
         self.scale_by_var = bool(scale_by_var)
         self.energy_scale = energy_scale
         self.exact = adjust_step == 0
+
+    def _coeffs(self, var: Tensor, alphas: list[float], temperature: float):
+        """:func:`_kstep_coeffs`, memoised on (var, alphas, T): they change only when the
+        model's variances do, so a chain of CD steps computes them once."""
+        memo = getattr(self, "_coeffs_memo", None)
+        key = (tuple(alphas), temperature, var.dtype, var.device)
+        if memo is not None and memo[0] == key and torch.equal(memo[1], var):
+            return memo[2]
+        out = _kstep_coeffs(var, alphas, temperature)
+        self._coeffs_memo = (key, var.detach().clone(), out)
+        return out
 
     def inner_alphas(self, model) -> list[float]:
         a0 = self._alpha0(model)
@@ -309,7 +322,7 @@ class GRBMGibbsLangevin(_GRBMSampler):
                     < logits.sigmoid()
                 ).to(v.dtype)
             alphas = self.inner_alphas(model)
-            beta0, a, s2 = _kstep_coeffs(model.var, alphas, temp)  # Eq. 11, each [D]
+            beta0, a, s2 = self._coeffs(model.var, alphas, temp)  # Eq. 11, each [D]
             m_h = state.extra.get("mean_h")  # W h + mu of the current h, kept by the last step
             if m_h is None:
                 m_h = model.mean_v_given_h(h)
@@ -322,10 +335,10 @@ class GRBMGibbsLangevin(_GRBMSampler):
             softplus_new = torch.nn.functional.softplus(logits_new).sum(-1)
             quad_new = model._quad(v_new)
             lp_new = -(quad_new - softplus_new)
-            hl_new = (h_new * logits_new).sum(-1)
-            log_qh_new = hl_new.double() - softplus_new.double()  # log q(h^t | v^t)
-            e_new = quad_new.double() - hl_new.double()  # E(v^t, h^t)
             if self._adjust_now(state, t):
+                hl_new = (h_new * logits_new).sum(-1)
+                log_qh_new = hl_new.double() - softplus_new.double()  # log q(h^t | v^t)
+                e_new = quad_new.double() - hl_new.double()  # E(v^t, h^t)
                 e_old = state.extra.get("energy")
                 if e_old is None:
                     e_old = model._quad(vf).double() - (h * logits).sum(-1).double()
@@ -361,9 +374,10 @@ class GRBMGibbsLangevin(_GRBMSampler):
                     t=t,
                     h=h_new,
                     logits=logits_new,
-                    log_qh=log_qh_new,
-                    energy=e_new,
-                    mean_h=None,  # not evaluated without the test; the next step computes it
+                    # not evaluated without the test; an adjusted step computes what is missing
+                    log_qh=None,
+                    energy=None,
+                    mean_h=None,
                 )
             jump = (x - v).reshape(n, -1).norm(dim=1)
         info = StepInfo(prob, accepted, jump, n_log_prob=1, n_grad=len(alphas))

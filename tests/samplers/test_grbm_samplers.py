@@ -238,23 +238,45 @@ def test_gibbs_caches_hidden_logits_without_changing_the_chain():
 @pytest.mark.parametrize("adjust_step", [0, 2])
 def test_gibbs_langevin_caches_match_the_state(adjust_step):
     """The kept hidden logits, log q(h|v) and E(v, h) are those of the chain's current (v, h),
-    whether the last move was accepted, rejected or taken without the test."""
+    whether the last move was accepted, rejected or taken without the test (which keeps only
+    the logits: the test's terms are left for the first adjusted step to compute)."""
     m = four_mode_grbm()
     g = torch.Generator().manual_seed(4)
     s = gibbs_langevin(step_size=3.0, n_inner=3, adjust_step=adjust_step)
     state = s.init(m, exact_samples(m, 500, g))
     rejected = 0
-    for _ in range(5):
+    for t in range(1, 6):
         state, info = s.step(m, state, g)
         rejected += int((~info.accepted).sum())
         v, h = state.x, state.extra["h"]
         torch.testing.assert_close(state.extra["logits"], m.hidden_logits(v))
-        torch.testing.assert_close(state.extra["energy"], m.energy_joint(v, h))
-        torch.testing.assert_close(state.extra["log_qh"], m.log_bernoulli(h, m.hidden_logits(v)))
         torch.testing.assert_close(state.log_prob, m.log_prob(v))
-        if state.extra["mean_h"] is not None:
-            torch.testing.assert_close(state.extra["mean_h"], m.mean_v_given_h(h))
+        kept = {k: state.extra[k] for k in ("energy", "log_qh", "mean_h")}
+        if t <= adjust_step:
+            assert all(x is None for x in kept.values())
+            continue
+        torch.testing.assert_close(kept["energy"], m.energy_joint(v, h))
+        torch.testing.assert_close(kept["log_qh"], m.log_bernoulli(h, m.hidden_logits(v)))
+        torch.testing.assert_close(kept["mean_h"], m.mean_v_given_h(h))
     assert rejected > 0  # both branches of the cache update ran
+
+
+def test_gibbs_langevin_recomputes_its_coefficients_when_the_variances_change():
+    """The Eq. 11 coefficients are memoised between steps; after a learning update changes
+    the variances in place, the next step uses the new ones (as a fresh sampler does)."""
+    m = four_mode_grbm()
+    x0 = exact_samples(m, 200, torch.Generator().manual_seed(1))
+    warm = gibbs_langevin(step_size=0.5, n_inner=3)
+    g = torch.Generator().manual_seed(2)
+    state, _ = warm.step(m, warm.init(m, x0), g)  # memoises the coefficients of var
+    with torch.no_grad():  # in place, as an optimiser does; the same mean variance, so the
+        m.log_var.copy_(m.log_var.flip(0).clone())  # step sizes (alpha_0 x mean) stay the same
+    g_state = g.get_state()
+    after, _ = warm.step(m, state, g)
+    fresh = gibbs_langevin(step_size=0.5, n_inner=3)
+    g.set_state(g_state)
+    expected, _ = fresh.step(m, state, g)
+    torch.testing.assert_close(after.x, expected.x, rtol=0, atol=0)
 
 
 def test_same_seed_same_chain():
