@@ -19,6 +19,7 @@ in the paper.
 
     python scripts/investigations/ab_ess_statistic.py [--targets rotated_medium rotated_high]
         [--samplers dmala ab_1st ab_trace] [--chains 50] [--burn-in 20000] [--steps 10000]
+        [--table-runs-only]
 
 It also reads the table's own runs on the same targets (their last checkpoints): where their
 chains end (mean f(x), the fraction sitting on the centre b) and the spread of the per-chain
@@ -192,8 +193,16 @@ def main(argv=None) -> None:
     ap.add_argument("--burn-in", type=int, default=20000)
     ap.add_argument("--steps", type=int, default=10000)
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument(
+        "--table-runs-only", action="store_true", help="only summarise the table's own runs"
+    )
     a = ap.parse_args(argv)
     OUT.mkdir(parents=True, exist_ok=True)
+    if a.table_runs_only:
+        text = "".join(table_summary(t, table_runs(t)) + "\n" for t in a.targets)
+        (OUT / f"table_runs_{'_'.join(a.targets)}.md").write_text(text)
+        print(text)
+        return
     records = []
     for t in a.targets:
         for s in a.samplers:
