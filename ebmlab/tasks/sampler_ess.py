@@ -9,10 +9,12 @@ and seed); the ESS of that series is computed per chain and averaged over chains
 ``ess_n``, the ESS per 10,000 log-likelihood queries after burn-in (a query is one batched
 evaluation of f; a gradient costs ``grad_query_cost`` more), ``ess_t``, the ESS per second of
 post-burn-in sampling, ``ess_se`` / ``ess_n_se`` the standard error of the mean over chains
-(std / sqrt(chains); none for ``ess_t``, whose error is mostly wall-time noise), acceptance
-and mean jump after burn-in, ``burn_in_accept_rate`` (left out when ``burn_in`` is 0), the
-sampler's parameters (tuned ones at their final value) and the setup statistics of the
-quadratic AB samplers (``setup_*``).
+(std / sqrt(chains); none for ``ess_t``, whose error is mostly wall-time noise), the spread
+of the per-chain ESS (``ess_cv``) and the fraction of chains that never moved the statistic
+(``constant_chains``; see :func:`per_chain_ess`), acceptance and mean jump after burn-in,
+``burn_in_accept_rate`` (left out when ``burn_in`` is 0), the sampler's parameters (tuned
+ones at their final value) and the setup statistics of the quadratic AB samplers
+(``setup_*``).
 
 Burn-in is where samplers adapt: with ``sync_burn_in`` the sampler's own adaptation window
 (``burn_in`` of AB, ``adapt_steps`` of RWM) is the task's burn-in; an Adaptation that is done
@@ -46,6 +48,25 @@ from ebmlab.utils.workspace import Workspace
 
 PARAMS = ("sigma", "alpha", "step_size", "radius")  # reported sampler parameters
 INITS, SPACES = ("uniform", "run:<run directory>"), (BINARY, ORDINAL)
+
+
+def per_chain_ess(summary: Tensor) -> dict:
+    """Mean and spread over chains of the per-chain ESS of ``summary`` [steps, chains]:
+    ``ess``, ``ess_std``, ``ess_cv`` (std / mean), and ``constant_chains``, the fraction of
+    chains whose statistic never changed (each counted as ESS 1, the reference convention).
+    A large ``ess_cv`` or any constant chains say the mean is not a mixing rate: e.g. a
+    target with nearly all its mass on one state, where a chain that stays scores 1 and one
+    with a few isolated excursions scores near the run length."""
+    ess = ess_1d(summary)
+    mean = float(ess.mean())
+    std = float(ess.std()) if ess.numel() > 1 else 0.0
+    constant = (summary.amax(0) == summary.amin(0)).float().mean()
+    return {
+        "ess": mean,
+        "ess_std": std,
+        "ess_cv": std / max(mean, 1e-12),
+        "constant_chains": float(constant),
+    }
 
 
 def random_states(model, n: int, generator: torch.Generator, device) -> Tensor:
@@ -205,16 +226,14 @@ class SamplerESS(LoopTask):
     def finish(self, p: Parts, history, ctx) -> dict:
         seconds, totals, m = ctx.elapsed(), ctx.totals, self.cad.n_steps - self.burn_in
         sample_seconds = seconds - p.burn_seconds
-        ess = ess_1d(p.summary.cpu())  # [chains]
-        ess_mean = float(ess.mean())
+        chains = per_chain_ess(p.summary.cpu())
+        ess_mean, ess_std = chains["ess"], chains["ess_std"]
         init_lp, init_grad = p.sampler.init_cost()
-        ess_std = float(ess.std()) if self.n_chains > 1 else 0.0
         rel_se = ess_std / math.sqrt(self.n_chains) / max(ess_mean, 1e-12)  # of the chain mean
         ess_n = ess_per_queries(ess_mean, totals.total("queries"))
         ess_t = ess_mean / max(sample_seconds, 1e-12)
         out = {
-            "ess": ess_mean,
-            "ess_std": ess_std,
+            **chains,  # ess, ess_std, ess_cv, constant_chains
             "ess_se": ess_mean * rel_se,
             "ess_n": ess_n,
             "ess_n_se": ess_n * rel_se,

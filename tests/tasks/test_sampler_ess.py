@@ -72,6 +72,8 @@ def test_sampler_ess_end_to_end_dmala_tuned_on_small_ising(tmp_path):
     assert r["ess_se"] == pytest.approx(se, rel=1e-6) and 0 < se < r["ess"]
     assert r["ess_n_se"] == pytest.approx(r["ess_n"] * se / r["ess"], rel=1e-6)
     assert "ess_t_se" not in r  # its error is wall-time noise, which the chains do not measure
+    assert r["ess_cv"] == pytest.approx(r["ess_std"] / r["ess"], rel=1e-6)
+    assert 0 <= r["constant_chains"] <= 1
     rows = read_metrics(tmp_path / "lb" / "metrics.jsonl")
     assert [row["step"] for row in rows] == [50, 100, 150, 200, 250, 300]
     assert [row["burn_in"] for row in rows] == [1.0, 1.0, 0.0, 0.0, 0.0, 0.0]
@@ -153,3 +155,22 @@ def test_sampler_ess_resumes_bit_for_bit_after_a_kill(tmp_path, kill_at):
     assert {k: v for k, v in resumed.items() if k not in timing} == {
         k: v for k, v in full.items() if k not in timing
     }
+
+
+def test_per_chain_ess_reports_spread_and_chains_that_never_moved():
+    """Two of four chains never change their statistic (each counted as ESS 1); the other two
+    are i.i.d. noise (ESS near the number of steps). The mean alone would hide that."""
+    from ebmlab.tasks.sampler_ess import per_chain_ess
+
+    g = torch.Generator().manual_seed(0)
+    n = 2000
+    summary = torch.cat([torch.full((n, 2), 94.0), torch.randn(n, 2, generator=g)], 1)
+    out = per_chain_ess(summary)
+    ess = ess_1d(summary)
+    assert out["constant_chains"] == 0.5
+    assert ess[0] == ess[1] == 1.0 and float(ess[2:].min()) > 0.5 * n
+    assert out["ess"] == pytest.approx(float(ess.mean()))
+    assert out["ess_cv"] == pytest.approx(float(ess.std() / ess.mean()))
+    assert out["ess_cv"] > 0.9
+    moving = per_chain_ess(torch.randn(n, 4, generator=g))
+    assert moving["constant_chains"] == 0.0 and moving["ess_cv"] < 0.3
