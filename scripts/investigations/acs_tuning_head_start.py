@@ -12,7 +12,7 @@ moves: ACS's trace up to step n_steps - tune_steps, the others' from step tune_s
         [--extra task.train_split=test] [--init mode]
 
 Prints a markdown table (mean over the seeds found) and writes it to
-outputs/investigations/acs_tuning_head_start/<dataset>_<init>.md.
+outputs/investigations/acs_tuning_head_start/<dataset>_<init>[_<extra>...].md.
 """
 
 from __future__ import annotations
@@ -77,7 +77,8 @@ def main(argv=None) -> None:
         )
     text = "\n".join(lines) + "\n"
     OUT.mkdir(parents=True, exist_ok=True)
-    (OUT / f"{a.dataset}_{a.init}.md").write_text(text)
+    extra = "".join(f"_{e.split('.')[-1]}" for e in a.extra)  # e.g. _n_steps=10000
+    (OUT / f"{a.dataset}_{a.init}{extra}.md").write_text(text)
     print(text)
 
 
