@@ -22,6 +22,8 @@ import json
 import statistics
 from pathlib import Path
 
+from ebmlab.utils.logging import read_metrics
+
 ROOT = Path(__file__).resolve().parents[2]
 RUNS = ROOT / "outputs" / "multirun" / "dlp" / "fig4_rbm_sampling" / "paper"
 OUT = ROOT / "outputs" / "investigations" / "acs_tuning_head_start"
@@ -29,7 +31,7 @@ SAMPLERS = ("acs", "dmala", "gwg", "ab_1st")
 
 
 def trace(run: Path) -> list[tuple[int, float]]:
-    rows = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
+    rows = read_metrics(run / "metrics.jsonl")
     return [(int(r["step"]), float(r["log_mmd"])) for r in rows if "log_mmd" in r]
 
 
