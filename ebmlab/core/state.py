@@ -25,10 +25,12 @@ RESTORED = ("restored",)  # tag of an aux entry read from a checkpoint: check it
 
 @dataclass
 class ChainState:
-    """Per-chain state: ``x`` [chains, ...], ``log_prob`` [chains], ``grad`` like x or None."""
+    """Per-chain state: ``x`` [chains, ...], ``log_prob`` [chains], ``grad`` like x or None.
+    ``log_prob`` is None only after a step of a sampler that never reads it there (the GRBM
+    Gibbs-Langevin step without its Metropolis test); such a sampler computes it when needed."""
 
     x: Tensor
-    log_prob: Tensor
+    log_prob: Tensor | None
     grad: Tensor | None = None
     extra: dict = field(default_factory=dict)
     aux: dict = field(default_factory=dict)

@@ -246,8 +246,10 @@ class GRBMGibbsLangevin(_GRBMSampler):
     is the same proposal in law (:meth:`langevin_inner` keeps the literal loop; the tests check
     the two agree). The hidden logits, log q(h|v), E(v, h) and W h + mu of the current state
     are kept in ``state.extra`` (``logits``, ``log_qh``, ``energy``, ``mean_h``), so a step
-    evaluates them once, at the proposal (a step without the test keeps only the logits); the
-    Eq. 11 coefficients are memoised until the model's variances change. StepInfo counts the
+    evaluates them once, at the proposal (a step without the test keeps only the logits and
+    leaves ``state.log_prob`` None: nothing in the step needs -F(v), and an adjusted step
+    computes it from the kept logits); the Eq. 11 coefficients are memoised until the model's
+    variances change. StepInfo counts the
     K conditional-energy gradients as ``n_grad`` and the hidden-logit evaluation at the
     proposal as one ``n_log_prob``.
     """
@@ -332,10 +334,13 @@ class GRBMGibbsLangevin(_GRBMSampler):
             logits_new = model.hidden_logits(v_new)
             u = torch.rand(logits_new.shape, generator=generator, device=v.device)
             h_new = (u < logits_new.sigmoid()).to(v.dtype)
-            softplus_new = torch.nn.functional.softplus(logits_new).sum(-1)
-            quad_new = model._quad(v_new)
-            lp_new = -(quad_new - softplus_new)
             if self._adjust_now(state, t):
+                softplus_new = torch.nn.functional.softplus(logits_new).sum(-1)
+                quad_new = model._quad(v_new)
+                lp_new = -(quad_new - softplus_new)
+                lp_old = state.log_prob
+                if lp_old is None:  # left out by an unadjusted step: -F(v) from the kept logits
+                    lp_old = -(model._quad(vf) - torch.nn.functional.softplus(logits).sum(-1))
                 hl_new = (h_new * logits_new).sum(-1)
                 log_qh_new = hl_new.double() - softplus_new.double()  # log q(h^t | v^t)
                 e_new = quad_new.double() - hl_new.double()  # E(v^t, h^t)
@@ -364,11 +369,12 @@ class GRBMGibbsLangevin(_GRBMSampler):
                     mean_h=torch.where(a1, m_h_new, m_h),
                     energy=torch.where(accepted, e_new, e_old),
                 )
-                lp = torch.where(accepted, lp_new, state.log_prob)
+                lp = torch.where(accepted, lp_new, lp_old)
             else:
                 accepted = torch.ones(n, dtype=torch.bool, device=v.device)
                 prob = torch.ones(n, device=v.device)
-                x, lp = v_new.reshape(v.shape), lp_new
+                # -F(v) is not evaluated without the test (log_prob None, like the test's terms)
+                x, lp = v_new.reshape(v.shape), None
                 extra = dict(
                     state.extra,
                     t=t,

@@ -239,7 +239,8 @@ def test_gibbs_caches_hidden_logits_without_changing_the_chain():
 def test_gibbs_langevin_caches_match_the_state(adjust_step):
     """The kept hidden logits, log q(h|v) and E(v, h) are those of the chain's current (v, h),
     whether the last move was accepted, rejected or taken without the test (which keeps only
-    the logits: the test's terms are left for the first adjusted step to compute)."""
+    the logits: log_prob and the test's terms are left for the first adjusted step to compute,
+    and a chain it rejects keeps the -F(v) computed from the kept logits)."""
     m = four_mode_grbm()
     g = torch.Generator().manual_seed(4)
     s = gibbs_langevin(step_size=3.0, n_inner=3, adjust_step=adjust_step)
@@ -248,13 +249,16 @@ def test_gibbs_langevin_caches_match_the_state(adjust_step):
     for t in range(1, 6):
         state, info = s.step(m, state, g)
         rejected += int((~info.accepted).sum())
+        if t == adjust_step + 1:
+            assert (~info.accepted).any()  # the first adjusted step rejects some chains
         v, h = state.x, state.extra["h"]
         torch.testing.assert_close(state.extra["logits"], m.hidden_logits(v))
-        torch.testing.assert_close(state.log_prob, m.log_prob(v))
         kept = {k: state.extra[k] for k in ("energy", "log_qh", "mean_h")}
         if t <= adjust_step:
+            assert state.log_prob is None
             assert all(x is None for x in kept.values())
             continue
+        torch.testing.assert_close(state.log_prob, m.log_prob(v))
         torch.testing.assert_close(kept["energy"], m.energy_joint(v, h))
         torch.testing.assert_close(kept["log_qh"], m.log_bernoulli(h, m.hidden_logits(v)))
         torch.testing.assert_close(kept["mean_h"], m.mean_v_given_h(h))
