@@ -44,6 +44,7 @@ class RunContext:
     _paused_at: float | None = None
     last_good_step: int | None = None  # step of the newest checkpoint written or loaded
     totals: Any = None  # the loop's Totals (per-step sums), set by run_task
+    n_steps: int | None = None  # the run's length in steps, set by run_task (for progress.json)
 
     # ---- components -------------------------------------------------------------------
     def has(self, group: str) -> bool:
@@ -105,6 +106,19 @@ class RunContext:
             "elapsed": self.elapsed(),
         }
         self.workspace.save(full, name)
+        if name == "last" and self.n_steps is not None:
+            self.write_progress(step)
+
+    def write_progress(self, step: int) -> None:
+        """``progress.json`` beside the checkpoint: the step it holds of ``n_steps``, the compute
+        seconds so far and when (UTC), so that a report can say how far an unfinished run got."""
+        info = {
+            "step": int(step),
+            "n_steps": int(self.n_steps),
+            "elapsed": round(self.elapsed(), 1),
+            "updated": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
+        }
+        atomic_write_text(self.run_dir / "progress.json", json.dumps(info))
 
     def load_checkpoint(self, name: str = "last") -> dict | None:
         """Load a checkpoint and restore the run's RNG, metrics file and clock."""

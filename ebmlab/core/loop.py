@@ -211,6 +211,7 @@ def run_task(task, ctx) -> dict:
     history = History()
     totals = Totals(ctx.device)
     ctx.totals = totals  # finish() reads the run's totals from the context
+    ctx.n_steps = cadence.n_steps
     ctx.start_clock()
     ckpt = ctx.load_checkpoint()
     start = 0

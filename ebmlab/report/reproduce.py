@@ -26,7 +26,7 @@ from hydra.core.hydra_config import HydraConfig
 from omegaconf import DictConfig, OmegaConf
 
 from ebmlab.report.claims import NOT_RUN, judge, load_claims, matches, papers, same_value
-from ebmlab.report.runs import bench_rows, collect, collect_failed
+from ebmlab.report.runs import bench_rows, collect, collect_failed, collect_unfinished
 from ebmlab.report.spec import sweep_dir, sweep_keys
 from ebmlab.utils.config import compose_job
 from ebmlab.utils.rundir import NON_IDENTITY_KEYS
@@ -193,10 +193,16 @@ def _cell(text: str) -> str:
 
 
 def _with_failures(v, failed: list[dict]) -> str:
-    """A 'not run' reason extended by the failed jobs that were meant for the claim (their
-    settings match one of its selectors), so that a failure is reported, not hidden."""
+    """A 'not run' reason extended by the failed and the unfinished jobs that were meant for
+    the claim (their settings match one of its selectors), so that a failure is reported, not
+    hidden, and a run on its way is said to be."""
     hits = [r for r in failed if any(matches(r, sel) for sel in selectors(v.claim))]
-    notes = [f"the run {r['run_dir'].name} failed: {r['failed']}" for r in hits]
+    notes = [
+        f"the run {r['run_dir'].name} failed: {r['failed']}"
+        if "failed" in r
+        else f"the run {r['run_dir'].name} is unfinished ({r['unfinished']})"
+        for r in hits
+    ]
     return "; ".join([v.why, *notes]) if notes else v.why
 
 
@@ -210,7 +216,10 @@ def write_report(paper: str, scale: str, root: Path, out_dir: Path) -> Path:
     for c in data["claims"]:
         for sel in selectors(c):
             selected.setdefault(sel.get("experiment", c["experiment"]), set()).update(sel)
-    failed_by_exp = {e: collect_failed(sweep_dir(root, e, scale)) for e in sorted(names)}
+    failed_by_exp = {
+        e: collect_failed(sweep_dir(root, e, scale)) + collect_unfinished(sweep_dir(root, e, scale))
+        for e in sorted(names)
+    }
     for exp, runs in runs_by_exp.items():
         keys = selected.get(exp, set()) - sweep_keys(exp) - {"experiment", "scale", "seed"}
         variant_keys = frozenset(keys)

@@ -9,12 +9,15 @@ sweep overrides (``.hydra/overrides.yaml``), the config-group choices recorded i
 from __future__ import annotations
 
 import json
+import socket
+import time
 from collections import defaultdict
 from pathlib import Path
 
 import yaml
 
-from ebmlab.utils.rundir import LOCATION_KEYS, NON_IDENTITY_KEYS
+from ebmlab.utils.logging import read_metrics
+from ebmlab.utils.rundir import LOCATION_KEYS, NON_IDENTITY_KEYS, process_alive
 
 MISSING = "-"
 
@@ -85,6 +88,61 @@ def collect_failed(sweep_dir: Path) -> list[dict]:
                 "config": _config(run_dir),
                 "metrics": {},
                 "failed": str(status.get("message", "")),
+            }
+        )
+    return runs
+
+
+def _progress(run_dir: Path) -> str:
+    """How far an unfinished run got: from ``progress.json`` (written with each checkpoint),
+    else from the last step in ``metrics.jsonl`` and the checkpoint's time."""
+    ckpt = run_dir / "checkpoints" / "last.pt"
+    prog = run_dir / "progress.json"
+    if prog.exists():
+        p = json.loads(prog.read_text())
+        where = f"step {p['step']:,} of {p['n_steps']:,} at its last checkpoint ({p['updated']})"
+    elif ckpt.exists():
+        log = run_dir / "metrics.jsonl"
+        rows = read_metrics(log) if log.exists() else []
+        steps = [r["step"] for r in rows if isinstance(r.get("step"), int)]
+        when = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime(ckpt.stat().st_mtime))
+        where = (f"logged to step {max(steps):,}, " if steps else "") + f"checkpoint of {when}"
+    else:
+        where = "no checkpoint yet"
+    lock = run_dir / ".lock"
+    owner = {}
+    if lock.exists():
+        try:
+            owner = json.loads(lock.read_text() or "{}")
+        except ValueError:
+            owner = {}
+    pid = owner.get("pid")
+    live = isinstance(pid, int) and owner.get("host") == socket.gethostname() and process_alive(pid)
+    state = "running now" if live else "interrupted; its command resumes it"
+    return f"{state}, {where}"
+
+
+def collect_unfinished(sweep_dir: Path) -> list[dict]:
+    """One record per run below ``sweep_dir`` that started (``run_config.json``) and has neither
+    finished (``results.json``) nor failed (``status.json`` with an error): the fields of
+    :func:`collect`, with empty metrics and ``unfinished`` = how far it got and whether its
+    process is alive, so a report can say that a claim's run is on its way."""
+    runs = []
+    for cfg in sorted(Path(sweep_dir).rglob("run_config.json")):
+        run_dir = cfg.parent
+        status = run_dir / "status.json"
+        if (run_dir / "results.json").exists() or (
+            status.exists() and json.loads(status.read_text()).get("exit_code", 0) != 0
+        ):
+            continue
+        runs.append(
+            {
+                "run_dir": run_dir,
+                "overrides": _overrides(run_dir) or _dirname_overrides(run_dir),
+                "choices": {},
+                "config": _config(run_dir),
+                "metrics": {},
+                "unfinished": _progress(run_dir),
             }
         )
     return runs

@@ -145,11 +145,12 @@ def clear(run_dir: Path) -> None:
         ".fault_done",
         "run_config.json",
         "status.json",
+        "progress.json",
     ):
         (run_dir / name).unlink(missing_ok=True)
 
 
-def _alive(pid: int) -> bool:
+def process_alive(pid: int) -> bool:
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
@@ -175,7 +176,7 @@ def lock(run_dir: Path):
             except (OSError, ValueError):
                 owner = {}
             pid, host = owner.get("pid"), owner.get("host")
-            if isinstance(pid, int) and (host != me["host"] or _alive(pid)):
+            if isinstance(pid, int) and (host != me["host"] or process_alive(pid)):
                 since = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(owner.get("since", 0)))
                 raise RunDirError(
                     f"run directory {run_dir} is in use by process {pid} on {host} "

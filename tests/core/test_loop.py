@@ -107,6 +107,19 @@ def test_run_task_results_logs_and_checkpoints(tmp_path):
     assert ctx.workspace.last.exists() and ctx.last_good_step == 20
 
 
+def test_progress_file_follows_the_checkpoints(tmp_path):
+    """progress.json holds the step of the last checkpoint and the run's length, so a report
+    can say how far an interrupted run got."""
+    import json
+
+    with pytest.raises(KeyboardInterrupt):
+        run_task(Counter(n=25, checkpoint_every=10, crash_at=15), make_ctx(tmp_path))
+    p = json.loads((tmp_path / "progress.json").read_text())
+    assert p["step"] == 10 and p["n_steps"] == 25 and p["updated"].endswith("UTC")
+    run_task(Counter(n=25, checkpoint_every=10), make_ctx(tmp_path))
+    assert json.loads((tmp_path / "progress.json").read_text())["step"] == 25
+
+
 def test_resume_from_any_point_gives_identical_results(tmp_path):
     ref = run_task(Counter(), make_ctx(tmp_path / "ref"))
     for crash_at in (3, 11, 20):

@@ -451,3 +451,49 @@ def test_a_failed_run_is_named_in_the_not_run_reason(tmp_path):
     aniso = lines["grbm-fig1-aniso-langevin-w-adjust-in-modes"]
     assert "failed: out of memory" in aniso and "diverged" not in aniso
     assert "failed" not in lines["grbm-fig1-iso-gibbs-in-modes"]
+
+
+def test_an_unfinished_run_is_named_with_its_progress(tmp_path):
+    """A run that started and neither finished nor failed is reported beside its claims: how
+    far it got (progress.json, else its log and checkpoint) and whether its process is alive."""
+    import json
+    import os
+    import socket
+
+    from ebmlab.report.reproduce import write_report
+    from ebmlab.report.runs import collect_unfinished
+    from ebmlab.report.spec import sweep_dir
+
+    base = sweep_dir(tmp_path, "grbm/fig1_gmm", "paper")
+
+    def job(name):
+        d = base / name
+        (d / "checkpoints").mkdir(parents=True)
+        (d / "run_config.json").write_text(json.dumps({"hash": "x", "config": {}}))
+        return d
+
+    running = job("dataset=gmm_iso,grbm_gmm_setting=langevin_w_adjust")
+    progress = {"step": 3200, "n_steps": 5000, "updated": "2026-11-23 07:40 UTC"}
+    (running / "progress.json").write_text(json.dumps(progress))
+    me = {"pid": os.getpid(), "host": socket.gethostname()}
+    (running / ".lock").write_text(json.dumps(me))
+    stopped = job("dataset=gmm_aniso,grbm_gmm_setting=langevin_w_adjust")
+    (stopped / "checkpoints" / "last.pt").write_bytes(b"")
+    (stopped / "metrics.jsonl").write_text('{"step": 1000, "kl": 1.0}\n{"step": 2000}\n')
+    done = job("dataset=gmm_iso,grbm_gmm_setting=gibbs")
+    (done / "results.json").write_text(json.dumps({"metrics": {}}))
+    failed = job("dataset=gmm_aniso,grbm_gmm_setting=gibbs")
+    (failed / "status.json").write_text(json.dumps({"exit_code": 1, "message": "diverged"}))
+
+    rows = {r["run_dir"].name: r["unfinished"] for r in collect_unfinished(base)}
+    assert set(rows) == {running.name, stopped.name}
+    assert rows[running.name] == (
+        "running now, step 3,200 of 5,000 at its last checkpoint (2026-11-23 07:40 UTC)"
+    )
+    assert rows[stopped.name].startswith("interrupted; its command resumes it, logged to step 2,000")
+    text = write_report("grbm", "paper", tmp_path, tmp_path / "rep").read_text()
+    lines = {ln.split("`")[1]: ln for ln in text.splitlines() if ln.startswith("| `")}
+    iso = lines["grbm-fig1-iso-langevin-w-adjust-in-modes"]
+    assert "**not run**" in iso and f"the run {running.name} is unfinished (running now" in iso
+    assert stopped.name not in iso
+    assert "is unfinished (interrupted" in lines["grbm-fig1-aniso-langevin-w-adjust-in-modes"]

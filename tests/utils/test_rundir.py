@@ -40,7 +40,9 @@ def test_claim_reuses_only_the_same_config(tmp_path):
     assert rundir.claim(tmp_path, one) == {"a": 1.0}
     with pytest.raises(ConfigError, match="differs at: task.n"):
         rundir.claim(tmp_path, two)
+    (tmp_path / "progress.json").write_text("{}")
     rundir.clear(tmp_path)
+    assert not (tmp_path / "progress.json").exists()
     assert rundir.claim(tmp_path, two) is None
 
 
