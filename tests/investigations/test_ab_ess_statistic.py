@@ -2,26 +2,16 @@
 its Hamming-distance ESS_n is the task's ``ess_n`` for the same config and seed, so its other
 statistics are measured on the very chains the tables measure."""
 
-import importlib.util
-from pathlib import Path
-
 import pytest
 
 from tests.helpers import run_cli
+from tests.investigations.script import load_script
 
 pytestmark = pytest.mark.usefixtures("one_thread")
-SCRIPT = Path(__file__).resolve().parents[2] / "scripts" / "investigations" / "ab_ess_statistic.py"
-
-
-def load():
-    spec = importlib.util.spec_from_file_location("ab_ess_statistic", SCRIPT)
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
 
 
 def test_hamming_ess_matches_the_task(tmp_path):
-    script = load()
+    script = load_script("ab_ess_statistic")
     rec = script.run_one("rotated_medium", "dmala", chains=4, burn_in=100, steps=200, seed=0)
     args = [
         "experiment=ab/tables1to5_ess",

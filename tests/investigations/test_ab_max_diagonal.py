@@ -2,25 +2,16 @@
 and lambda_max(W + D) where it was, leaves every d_i at its smallest PSD value, and reaches the
 unique optimum D = -diag(W) when W is diagonal; the report reads a table run's checkpoint."""
 
-import importlib.util
 import json
-from pathlib import Path
 
 import pytest
 import torch
 
 from ebmlab.samplers.ab.sdp import solve_diagonal
 from ebmlab.utils.workspace import Workspace
+from tests.investigations.script import load_script
 
 pytestmark = pytest.mark.usefixtures("one_thread")
-SCRIPT = Path(__file__).resolve().parents[2] / "scripts" / "investigations" / "ab_max_diagonal.py"
-
-
-def load():
-    spec = importlib.util.spec_from_file_location("ab_max_diagonal", SCRIPT)
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
 
 
 def sparse_w(d=20, seed=0):
@@ -35,14 +26,14 @@ def sparse_w(d=20, seed=0):
 
 
 def test_diagonal_w_reaches_the_unique_optimum():
-    script = load()
+    script = load_script("ab_max_diagonal")
     a = torch.tensor([1.0, 4.0, 9.0, 25.0], dtype=torch.float64)
     low = script.lower_within_optimum(-torch.diag(a), a + 5.0)
     assert torch.allclose(low, a, atol=1e-6)
 
 
 def test_lowered_d_stays_optimal_and_is_minimal():
-    script = load()
+    script = load_script("ab_max_diagonal")
     W = sparse_w()
     sol = solve_diagonal(W, "max", "auto")
     low = script.lower_within_optimum(W, sol.d)
@@ -58,13 +49,13 @@ def test_lowered_d_stays_optimal_and_is_minimal():
 
 
 def test_not_psd_start_is_refused():
-    script = load()
+    script = load_script("ab_max_diagonal")
     with pytest.raises(ValueError, match="not PSD"):
         script.lower_within_optimum(-torch.eye(3, dtype=torch.float64), torch.zeros(3))
 
 
 def test_report_reads_a_table_run(tmp_path, monkeypatch):
-    script = load()
+    script = load_script("ab_max_diagonal")
     W = sparse_w()
     d = solve_diagonal(W, "max", "auto").d
     run = tmp_path / "ab_target=sparse_high,sampler=ab_max,seed=0,task.n_steps=40000"

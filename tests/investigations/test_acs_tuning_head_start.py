@@ -1,20 +1,10 @@
 """scripts/investigations/acs_tuning_head_start.py: the equal-budget mean drops the last
 ``tune_steps`` of ACS's trace and the first ``tune_steps`` of every other sampler's."""
 
-import importlib.util
 import json
 from pathlib import Path
 
-SCRIPT = (
-    Path(__file__).resolve().parents[2] / "scripts" / "investigations" / "acs_tuning_head_start.py"
-)
-
-
-def load():
-    spec = importlib.util.spec_from_file_location("acs_tuning_head_start", SCRIPT)
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+from tests.investigations.script import load_script
 
 
 def fake_run(root: Path, sampler: str, trace: dict[int, float], tune: int = 0) -> None:
@@ -29,7 +19,7 @@ def fake_run(root: Path, sampler: str, trace: dict[int, float], tune: int = 0) -
 
 
 def test_equal_budget_means(tmp_path, monkeypatch, capsys):
-    script = load()
+    script = load_script("acs_tuning_head_start")
     monkeypatch.setattr(script, "RUNS", tmp_path / "runs")
     monkeypatch.setattr(script, "OUT", tmp_path / "out")
     # ACS tuned for 20 steps: its trace at steps 0..40 covers moves 20..60
