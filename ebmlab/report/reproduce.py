@@ -192,11 +192,11 @@ def _cell(text: str) -> str:
     return str(text).replace("|", "\\|").replace("\n", " ")
 
 
-def _with_failures(v, failed: list[dict]) -> str:
+def _with_incomplete(v, incomplete: list[dict]) -> str:
     """A 'not run' reason extended by the failed and the unfinished jobs that were meant for
     the claim (their settings match one of its selectors), so that a failure is reported, not
     hidden, and a run on its way is said to be."""
-    hits = [r for r in failed if any(matches(r, sel) for sel in selectors(v.claim))]
+    hits = [r for r in incomplete if any(matches(r, sel) for sel in selectors(v.claim))]
     notes = [
         f"the run {r['run_dir'].name} failed: {r['failed']}"
         if "failed" in r
@@ -216,14 +216,14 @@ def write_report(paper: str, scale: str, root: Path, out_dir: Path) -> Path:
     for c in data["claims"]:
         for sel in selectors(c):
             selected.setdefault(sel.get("experiment", c["experiment"]), set()).update(sel)
-    failed_by_exp = {
+    incomplete_by_exp = {  # jobs that failed, and jobs still running or interrupted
         e: collect_failed(sweep_dir(root, e, scale)) + collect_unfinished(sweep_dir(root, e, scale))
         for e in sorted(names)
     }
     for exp, runs in runs_by_exp.items():
         keys = selected.get(exp, set()) - sweep_keys(exp) - {"experiment", "scale", "seed"}
         variant_keys = frozenset(keys)
-        for r in [*runs, *failed_by_exp[exp]]:
+        for r in [*runs, *incomplete_by_exp[exp]]:
             r["variant_keys"] = variant_keys
     benches = {c["bench"] for c in data["claims"] if c.get("bench")}
     stem = "{}" if scale == "paper" else "{}_" + scale  # make bench-ratio-matching SCALE=smoke
@@ -236,7 +236,7 @@ def write_report(paper: str, scale: str, root: Path, out_dir: Path) -> Path:
     ]
     for v in verdicts:
         if v.verdict == NOT_RUN and not v.claim.get("bench"):
-            v.why = _with_failures(v, claim_runs(v.claim, failed_by_exp))
+            v.why = _with_incomplete(v, claim_runs(v.claim, incomplete_by_exp))
     counts = Counter(v.verdict for v in verdicts)
     all_runs = [r for rs in [*runs_by_exp.values(), *rows_by_bench.values()] for r in rs]
     lines = [

@@ -116,9 +116,13 @@ def _progress(run_dir: Path) -> str:
             owner = json.loads(lock.read_text() or "{}")
         except ValueError:
             owner = {}
-    pid = owner.get("pid")
-    live = isinstance(pid, int) and owner.get("host") == socket.gethostname() and process_alive(pid)
-    state = "running now" if live else "interrupted; its command resumes it"
+    pid, host = owner.get("pid"), owner.get("host")
+    if isinstance(pid, int) and host and host != socket.gethostname():
+        state = f"held by process {pid} on {host}"  # a cluster node: alive or not, unknown here
+    elif isinstance(pid, int) and process_alive(pid):
+        state = "running now"
+    else:
+        state = "interrupted; its command resumes it"
     return f"{state}, {where}"
 
 

@@ -249,9 +249,8 @@ class GRBMGibbsLangevin(_GRBMSampler):
     evaluates them once, at the proposal (a step without the test keeps only the logits and
     leaves ``state.log_prob`` None: nothing in the step needs -F(v), and an adjusted step
     computes it from the kept logits); the Eq. 11 coefficients are memoised until the model's
-    variances change. StepInfo counts the
-    K conditional-energy gradients as ``n_grad`` and the hidden-logit evaluation at the
-    proposal as one ``n_log_prob``.
+    variances change. StepInfo counts the K conditional-energy gradients as ``n_grad`` and
+    the hidden-logit evaluation at the proposal as one ``n_log_prob``.
     """
 
     needs_grad = False

@@ -480,13 +480,16 @@ def test_an_unfinished_run_is_named_with_its_progress(tmp_path):
     stopped = job("dataset=gmm_aniso,grbm_gmm_setting=langevin_w_adjust")
     (stopped / "checkpoints" / "last.pt").write_bytes(b"")
     (stopped / "metrics.jsonl").write_text('{"step": 1000, "kl": 1.0}\n{"step": 2000}\n')
+    elsewhere = job("dataset=gmm_iso,grbm_gmm_setting=langevin_wo_adjust")
+    (elsewhere / ".lock").write_text(json.dumps({"pid": 12345, "host": "node-7"}))
     done = job("dataset=gmm_iso,grbm_gmm_setting=gibbs")
     (done / "results.json").write_text(json.dumps({"metrics": {}}))
     failed = job("dataset=gmm_aniso,grbm_gmm_setting=gibbs")
     (failed / "status.json").write_text(json.dumps({"exit_code": 1, "message": "diverged"}))
 
     rows = {r["run_dir"].name: r["unfinished"] for r in collect_unfinished(base)}
-    assert set(rows) == {running.name, stopped.name}
+    assert set(rows) == {running.name, stopped.name, elsewhere.name}
+    assert rows[elsewhere.name] == "held by process 12345 on node-7, no checkpoint yet"
     assert rows[running.name] == (
         "running now, step 3,200 of 5,000 at its last checkpoint (2026-11-23 07:40 UTC)"
     )
