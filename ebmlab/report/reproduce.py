@@ -26,7 +26,20 @@ from hydra.core.hydra_config import HydraConfig
 from omegaconf import DictConfig, OmegaConf
 
 from ebmlab.report.claims import NOT_RUN, judge, load_claims, matches, papers, same_value
-from ebmlab.report.runs import bench_rows, collect, collect_failed, collect_unfinished
+from ebmlab.report.records import (
+    CARRIED_RUNS,
+    DEVIATIONS,
+    archive_bench,
+    archive_runs,
+    bench_name,
+    bench_recorded,
+    carry,
+    collect_recorded,
+    earlier_report,
+    records_root,
+    verdict_of,
+)
+from ebmlab.report.runs import collect_failed, collect_unfinished
 from ebmlab.report.spec import sweep_dir, sweep_keys
 from ebmlab.utils.config import compose_job
 from ebmlab.utils.rundir import NON_IDENTITY_KEYS
@@ -206,19 +219,30 @@ def _with_incomplete(v, incomplete: list[dict]) -> str:
     return "; ".join([v.why, *notes]) if notes else v.why
 
 
-def write_report(paper: str, scale: str, root: Path, out_dir: Path) -> Path:
-    data = load_claims(paper)
-    names = set(experiments(data["claims"]))
-    for c in data["claims"]:  # selectors may name runs of another experiment
+def claim_experiments(claims: list[dict]) -> list[str]:
+    """Every experiment whose runs the claims read (selectors may name another's)."""
+    names = set(experiments(claims))
+    for c in claims:
         names |= {s["experiment"] for s in selectors(c) if "experiment" in s}
-    runs_by_exp = {e: collect(sweep_dir(root, e, scale)) for e in sorted(names)}
+    return sorted(names)
+
+
+def write_report(
+    paper: str, scale: str, root: Path, out_dir: Path, earlier: str | None = None
+) -> Path:
+    """Judge ``paper``'s claims on the runs under ``root`` (live or recorded) and write
+    ``<out_dir>/<paper>.md``. ``earlier`` is the text of an assembled report: a claim left
+    "not run" here keeps its row there if that row has a verdict (:func:`records.carry`)."""
+    data = load_claims(paper)
+    names = claim_experiments(data["claims"])
+    runs_by_exp = {e: collect_recorded(root, e, scale) for e in names}
     selected: dict[str, set[str]] = {}  # experiment -> keys its runs are selected on
     for c in data["claims"]:
         for sel in selectors(c):
             selected.setdefault(sel.get("experiment", c["experiment"]), set()).update(sel)
     incomplete_by_exp = {  # jobs that failed, and jobs still running or interrupted
         e: collect_failed(sweep_dir(root, e, scale)) + collect_unfinished(sweep_dir(root, e, scale))
-        for e in sorted(names)
+        for e in names
     }
     for exp, runs in runs_by_exp.items():
         keys = selected.get(exp, set()) - sweep_keys(exp) - {"experiment", "scale", "seed"}
@@ -226,10 +250,7 @@ def write_report(paper: str, scale: str, root: Path, out_dir: Path) -> Path:
         for r in [*runs, *incomplete_by_exp[exp]]:
             r["variant_keys"] = variant_keys
     benches = {c["bench"] for c in data["claims"] if c.get("bench")}
-    stem = "{}" if scale == "paper" else "{}_" + scale  # make bench-ratio-matching SCALE=smoke
-    rows_by_bench = {
-        b: bench_rows(Path(root) / "bench" / f"{stem.format(b)}.json") for b in sorted(benches)
-    }
+    rows_by_bench = {b: bench_recorded(root, bench_name(b, scale)) for b in sorted(benches)}
     verdicts = [
         judge(c, rows_by_bench[c["bench"]] if c.get("bench") else claim_runs(c, runs_by_exp))
         for c in data["claims"]
@@ -237,14 +258,41 @@ def write_report(paper: str, scale: str, root: Path, out_dir: Path) -> Path:
     for v in verdicts:
         if v.verdict == NOT_RUN and not v.claim.get("bench"):
             v.why = _with_incomplete(v, claim_runs(v.claim, incomplete_by_exp))
-    counts = Counter(v.verdict for v in verdicts)
+    rows = {}
+    for v in verdicts:
+        c = v.claim
+        fig = f"[png]({v.figures[0]})" if v.figures else ""
+        verdict = f"**{v.verdict}**" + (f": {v.why}" if v.why else "")
+        rows[c["id"]] = (
+            f"| `{c['id']}`: {_cell(c['text'])} | {_cell(c.get('source', ''))} | "
+            f"{_cell(v.paper)} | {_cell(v.ours)} | {_cell(v.tolerance)} | {_cell(verdict)} | "
+            f"{v.seconds:.0f} | {fig} |"
+        )
+    before = earlier_report(earlier or "", data["paper"])
+    carried = [
+        cid
+        for cid, row in rows.items()
+        if verdict_of(row) == NOT_RUN
+        and verdict_of(before.rows.get(cid, "")) not in (None, NOT_RUN)
+    ]
+    for cid in carried:
+        rows[cid] = carry(before.rows[cid], before.when)
+    counts = Counter(verdict_of(row) for row in rows.values())
     all_runs = [r for rs in [*runs_by_exp.values(), *rows_by_bench.values()] for r in rs]
+    n_kept = sum(records_root(root) in r["run_dir"].parents for r in all_runs)
     lines = [
         f"# Reproduction: {data['paper']}",
         "",
         f"Scale: **{scale}**. Hardware: {_hardware(all_runs)}. "
         f"Generated {time.strftime('%Y-%m-%d %H:%M')} from {len(all_runs)} finished runs under "
-        f"`{root}`.",
+        f"`{root}` ({n_kept} of them from their records in `{records_root(root)}`)."
+        + (
+            f" {len(carried)} verdicts are carried over from the report of {before.when} "
+            f"(marked), made on {before.hardware}: their runs predate the records and are not "
+            "on this machine."
+            if carried
+            else ""
+        ),
         "",
         "Verdicts: "
         + ", ".join(
@@ -255,26 +303,21 @@ def write_report(paper: str, scale: str, root: Path, out_dir: Path) -> Path:
     deviations = off_protocol(data["claims"], runs_by_exp)
     if deviations:
         lines += [
-            "Runs with settings other than the paper's (declared; verdicts below use them):",
+            f"{DEVIATIONS} (declared; verdicts below use them):",
             "",
         ]
         for exp, extra in deviations.items():
             settings = ", ".join(f"`{k}` ({n} runs)" for k, n in sorted(extra.items()))
             lines.append(f"- {exp}: {settings}")
         lines.append("")
+    if carried and before.deviations:
+        lines += [CARRIED_RUNS.format(before.when), ""]
+        lines += [*before.deviations, ""]
     lines += [
         "| claim | source | paper | ours | tolerance | verdict | wall s | figure |",
         "|---|---|---|---|---|---|---|---|",
     ]
-    for v in verdicts:
-        c = v.claim
-        fig = f"[png]({v.figures[0]})" if v.figures else ""
-        verdict = f"**{v.verdict}**" + (f": {v.why}" if v.why else "")
-        lines.append(
-            f"| `{c['id']}`: {_cell(c['text'])} | {_cell(c.get('source', ''))} | "
-            f"{_cell(v.paper)} | {_cell(v.ours)} | {_cell(v.tolerance)} | {_cell(verdict)} | "
-            f"{v.seconds:.0f} | {fig} |"
-        )
+    lines += list(rows.values())
     notes = [v for v in verdicts if v.claim.get("finding") or v.claim.get("scale_note")]
     if notes:
         lines += ["", "## Findings and declared deviations", ""]
@@ -357,6 +400,7 @@ def reproduce(
     names = papers() if which == "all" else [which]
     worst = 0
     reports = {}
+    earlier = into.read_text() if into is not None and into.exists() else None
     for paper in names:
         if run:
             claims = load_claims(paper)["claims"]
@@ -366,7 +410,12 @@ def reproduce(
                 for grid in plan(claims, exp, scale):
                     worst = max(worst, run_sweep(exp, scale, seeds, grid, extra, dry_run))
         if not dry_run:
-            reports[paper] = write_report(paper, scale, root, out_dir)
+            claims = load_claims(paper)["claims"]
+            for exp in claim_experiments(claims):
+                archive_runs(root, exp, scale)
+            for bench in {c["bench"] for c in claims if c.get("bench")}:
+                archive_bench(root, bench_name(bench, scale))
+            reports[paper] = write_report(paper, scale, root, out_dir, earlier)
     if into is not None and reports:  # every paper's latest report, not only this call's
         assemble(into, {p: out_dir / f"{p}.md" for p in papers() if (out_dir / f"{p}.md").exists()})
         print(f"reports assembled into {into}")

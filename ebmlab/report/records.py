@@ -1,0 +1,154 @@
+"""The committed record of finished runs, and verdicts carried from an earlier report.
+
+Run directories live under ``outputs/`` and are not committed: a fresh clone, or a machine
+that lost its disk, has none of them. ``outputs/records/`` keeps, for every finished run a
+report judged, the few files a verdict is computed from (``results.json``, the resolved
+config, the command-line overrides), mirroring the run's path, plus the benchmark JSONs the
+claims read. It is small and committed, so ``python -m ebmlab.report reproduce`` gives the
+same verdicts on any checkout. A live run directory wins over its record of the same path.
+
+A report rewritten into a file (``--into docs/reproduction.md``) may hold verdicts whose runs
+are in neither place, made before records existed. Such a claim, which the new runs leave
+"not run", keeps its earlier row, marked with the date of the report it came from
+(:func:`carry`), instead of silently losing a measured result.
+"""
+
+from __future__ import annotations
+
+import re
+import shutil
+from dataclasses import dataclass, field
+from itertools import takewhile
+from pathlib import Path
+
+from ebmlab.report.runs import bench_rows, collect
+from ebmlab.report.spec import sweep_dir
+
+RECORD_FILES = ("results.json", "run_config.json", ".hydra/overrides.yaml")
+VERDICT = re.compile(r"\*\*(reproduced|not reproduced|not run)\*\*")
+DEVIATIONS = "Runs with settings other than the paper's"
+CARRIED_RUNS = "The carried verdicts' runs, as the report of {} listed them:"
+CARRIED_HEAD = re.compile(r"carried over from the report of (\S+ \S+) \(marked\), made on (.*?): ")
+CARRIED = re.compile(r" \(carried over from the report of ([^;]+); its runs are not on record\)")
+
+
+def records_root(root: Path) -> Path:
+    return Path(root) / "records"
+
+
+def archive_runs(root: Path, experiment: str, scale: str) -> int:
+    """Copy the record files of every finished run of ``experiment`` at ``scale`` into
+    ``<root>/records/``, at the run's own relative path. Returns how many were new or
+    changed."""
+    root = Path(root)
+    changed = 0
+    for res in sorted(sweep_dir(root, experiment, scale).rglob("results.json")):
+        run_dir = res.parent
+        dest = records_root(root) / run_dir.relative_to(root)
+        for name in RECORD_FILES:
+            src = run_dir / name
+            if not src.exists():
+                continue
+            out = dest / name
+            if out.exists() and out.read_bytes() == src.read_bytes():
+                continue
+            out.parent.mkdir(parents=True, exist_ok=True)
+            tmp = out.with_suffix(out.suffix + ".tmp")
+            shutil.copyfile(src, tmp)
+            tmp.replace(out)
+            changed += name == "results.json"
+    return changed
+
+
+def bench_name(bench: str, scale: str) -> str:
+    """The stem of a benchmark's JSON at ``scale`` (``make bench-ratio-matching SCALE=smoke``
+    writes ``ratio_matching_smoke.json``)."""
+    return bench if scale == "paper" else f"{bench}_{scale}"
+
+
+def archive_bench(root: Path, name: str) -> None:
+    """Keep a benchmark's JSON (``<root>/bench/<name>.json``) in the records."""
+    src = Path(root) / "bench" / f"{name}.json"
+    if src.exists():
+        dest = records_root(root) / "bench" / src.name
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(src, dest)
+
+
+def collect_recorded(root: Path, experiment: str, scale: str) -> list[dict]:
+    """The finished runs of ``experiment``: the live run directories, then the records of
+    runs that are not (or no longer) on this machine."""
+    here = sweep_dir(root, experiment, scale)
+    kept_at = sweep_dir(records_root(root), experiment, scale)
+    live = collect(here)
+    names = {r["run_dir"].relative_to(here) for r in live}
+    kept = collect(kept_at)
+    return live + [r for r in kept if r["run_dir"].relative_to(kept_at) not in names]
+
+
+def bench_recorded(root: Path, name: str) -> list[dict]:
+    """A benchmark's rows, from its live JSON, else from its record."""
+    live = Path(root) / "bench" / f"{name}.json"
+    return bench_rows(live if live.exists() else records_root(root) / "bench" / live.name)
+
+
+def _cells(row: str) -> list[str]:
+    return re.split(r"(?<!\\)\|", row.strip().strip("|"))
+
+
+@dataclass
+class Earlier:
+    """What an assembled report said about one paper: its claim rows (id -> table row), when
+    it was generated, on what hardware, and its list of runs with non-paper settings."""
+
+    rows: dict[str, str] = field(default_factory=dict)
+    when: str = "an unknown date"
+    hardware: str = ""
+    deviations: list[str] = field(default_factory=list)
+
+
+def earlier_report(text: str, title: str) -> Earlier:
+    """The section ``## Reproduction: <title>`` of an assembled report, parsed."""
+    start = text.find(f"## Reproduction: {title}\n")
+    if start < 0:
+        return Earlier()
+    end = text.find("\n## Reproduction: ", start + 1)
+    lines = text[start : end if end > 0 else len(text)].splitlines()
+    out = Earlier()
+    carried_block = False
+    for i, line in enumerate(lines):
+        head = re.match(r"Scale: .*?Hardware: (.*?)\. Generated (\S+ \S+)", line)
+        if head:
+            out.hardware, out.when = head.groups()
+            again = CARRIED_HEAD.search(line)  # a report that itself carried verdicts
+            if again:
+                out.when, out.hardware = again.groups()
+        block = line.startswith(CARRIED_RUNS.split("{")[0])
+        if block or (line.startswith(DEVIATIONS) and not carried_block):
+            carried_block |= block
+            out.deviations = list(
+                takewhile(lambda ln: not ln.startswith(("|", "The ")), lines[i + 2 :])
+            )
+        m = re.match(r"\| `([^`]+)`:", line)
+        if m:
+            out.rows[m.group(1)] = line
+    while out.deviations and not out.deviations[-1].strip():
+        out.deviations.pop()
+    return out
+
+
+def verdict_of(row: str) -> str | None:
+    cells = _cells(row)
+    m = VERDICT.match(cells[5].strip()) if len(cells) == 8 else None
+    return m.group(1) if m else None
+
+
+def carry(row: str, when: str) -> str:
+    """An earlier report's row for a claim the present runs leave unjudged, its verdict
+    cell marked with the date of the report it was measured for (kept if already marked)."""
+    cells = _cells(row)
+    if not CARRIED.search(cells[5]):
+        cells[5] = cells[5].rstrip() + (
+            f" (carried over from the report of {when}; its runs are not on record) "
+        )
+    return "|" + "|".join(cells) + "|"

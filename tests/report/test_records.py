@@ -1,0 +1,133 @@
+"""The committed run records (outputs/records/) and verdicts carried from an earlier report."""
+
+import json
+import shutil
+
+import pytest
+import yaml
+
+from ebmlab.report.claims import load_claims
+from ebmlab.report.records import (
+    archive_bench,
+    archive_runs,
+    bench_recorded,
+    carry,
+    collect_recorded,
+    earlier_report,
+    verdict_of,
+)
+from ebmlab.report.reproduce import assemble, write_report
+from ebmlab.report.spec import sweep_dir
+
+EXP = "grbm/fig1_gmm"
+TITLE = load_claims("grbm")["paper"]
+ISO = "dataset=gmm_iso,grbm_gmm_setting=gibbs,learner.n_epochs=5000"
+
+
+def _finished_run(root, name, covered):
+    d = sweep_dir(root, EXP, "paper") / name
+    (d / ".hydra").mkdir(parents=True)
+    (d / ".hydra" / "overrides.yaml").write_text(yaml.safe_dump(name.split(",")))
+    (d / "run_config.json").write_text(json.dumps({"config": {"learner": {"n_epochs": 5000}}}))
+    metrics = {"sample_modes_covered": covered, "seconds": 10.0}
+    (d / "results.json").write_text(json.dumps({"metrics": metrics, "hardware": "test CPU"}))
+    (d / "checkpoints").mkdir()
+    (d / "checkpoints" / "last.pt").write_bytes(b"\0" * 1000)  # not part of the record
+    return d
+
+
+def _rows(text):
+    return {ln.split("`")[1]: ln for ln in text.splitlines() if ln.startswith("| `")}
+
+
+def test_a_recorded_run_is_judged_after_its_run_directory_is_gone(tmp_path):
+    run_dir = _finished_run(tmp_path, ISO, 3)
+    assert archive_runs(tmp_path, EXP, "paper") == 1
+    assert archive_runs(tmp_path, EXP, "paper") == 0  # unchanged: nothing copied again
+    kept = tmp_path / "records" / run_dir.relative_to(tmp_path)
+    assert sorted(p.name for p in kept.rglob("*") if p.is_file()) == [
+        "overrides.yaml",
+        "results.json",
+        "run_config.json",
+    ]
+    live = write_report("grbm", "paper", tmp_path, tmp_path / "a").read_text()
+    shutil.rmtree(tmp_path / "multirun")
+    again = write_report("grbm", "paper", tmp_path, tmp_path / "b").read_text()
+    row = _rows(again)["grbm-fig1-iso-gibbs-all-modes"]
+    assert "**reproduced**" in row and "3 (n=1)" in row
+    assert _rows(live)["grbm-fig1-iso-gibbs-all-modes"].split("|")[:7] == row.split("|")[:7]
+    assert "1 finished runs" in again and "1 of them from their records" in again
+
+
+def test_a_live_run_wins_over_its_record(tmp_path):
+    run_dir = _finished_run(tmp_path, ISO, 3)
+    archive_runs(tmp_path, EXP, "paper")
+    res = json.loads((run_dir / "results.json").read_text())
+    res["metrics"]["sample_modes_covered"] = 2
+    (run_dir / "results.json").write_text(json.dumps(res))
+    runs = collect_recorded(tmp_path, EXP, "paper")
+    assert [r["metrics"]["sample_modes_covered"] for r in runs] == [2]
+
+
+def test_a_benchmark_json_is_read_from_its_record_when_the_live_one_is_gone(tmp_path):
+    (tmp_path / "bench").mkdir()
+    (tmp_path / "bench" / "ratio_matching.json").write_text(
+        json.dumps({"rows": [{"method": "rm", "round": 0, "time_s": 1.0}]})
+    )
+    archive_bench(tmp_path, "ratio_matching")
+    (tmp_path / "bench" / "ratio_matching.json").unlink()
+    assert [r["metrics"]["time_s"] for r in bench_recorded(tmp_path, "ratio_matching")] == [1.0]
+
+
+@pytest.fixture
+def earlier(tmp_path):
+    """An assembled report whose GRBM section judged two claims on runs this machine lacks."""
+    _finished_run(tmp_path / "old", ISO, 3)
+    name = "dataset=gmm_aniso,grbm_gmm_setting=gibbs,learner.n_epochs=5000"
+    _finished_run(tmp_path / "old", name, 3)
+    write_report("grbm", "paper", tmp_path / "old", tmp_path / "rep")
+    into = tmp_path / "reproduction.md"
+    into.write_text("# Report\n")
+    assemble(into, {"grbm": tmp_path / "rep" / "grbm.md"})
+    return into.read_text()
+
+
+def test_a_verdict_whose_runs_are_gone_is_carried_marked_and_counted(tmp_path, earlier):
+    before = earlier_report(earlier, TITLE)
+    assert verdict_of(before.rows["grbm-fig1-iso-gibbs-all-modes"]) == "reproduced"
+    assert verdict_of(before.rows["grbm-fig1-aniso-gibbs-misses-modes"]) == "not reproduced"
+    assert before.hardware == "test CPU" and before.deviations[0].startswith("- grbm/fig1_gmm")
+    # the new machine has a fresh run for the aniso claim (2 modes now), none for the iso one
+    name = "dataset=gmm_aniso,grbm_gmm_setting=gibbs,learner.n_epochs=5000"
+    _finished_run(tmp_path / "new", name, 2)
+    text = write_report("grbm", "paper", tmp_path / "new", tmp_path / "r2", earlier).read_text()
+    rows = _rows(text)
+    iso = rows["grbm-fig1-iso-gibbs-all-modes"]
+    assert "**reproduced**" in iso and "3 (n=1)" in iso
+    assert f"carried over from the report of {before.when}; its runs are not on record" in iso
+    aniso = rows["grbm-fig1-aniso-gibbs-misses-modes"]  # judged afresh, not carried
+    assert "**reproduced**" in aniso and "2 (n=1)" in aniso and "carried" not in aniso
+    assert "**not run**" in rows["grbm-fig1-iso-langevin-w-adjust-in-modes"]  # nothing to carry
+    assert "Verdicts: reproduced: 2, not reproduced: 0, not run: 32" in text  # carried + fresh
+    assert "1 verdicts are carried over" in text
+    assert f"made on {before.hardware}" in text
+    assert f"as the report of {before.when} listed them:" in text
+
+
+def test_carrying_twice_keeps_the_first_date_and_one_mark(tmp_path, earlier):
+    before = earlier_report(earlier, TITLE)
+    row = before.rows["grbm-fig1-iso-gibbs-all-modes"]
+    once = carry(row, "2026-01-01 00:00")
+    twice = carry(once, "2027-01-01 00:00")
+    assert once == twice and twice.count("carried over") == 1 and "2026-01-01" in twice
+    assert verdict_of(twice) == "reproduced" and twice.count("|") == row.count("|")
+    # and through a whole report: regenerate from the carried report on an empty machine
+    into = tmp_path / "reproduction.md"
+    empty = tmp_path / "empty"
+    first = write_report("grbm", "paper", empty, tmp_path / "r1", earlier)
+    assemble(into, {"grbm": first})
+    second = write_report("grbm", "paper", empty, tmp_path / "r2", into.read_text()).read_text()
+    later = earlier_report(into.read_text(), TITLE)
+    assert later.when == before.when and later.hardware == before.hardware
+    assert later.deviations == before.deviations
+    assert _rows(second) == _rows(first.read_text())
