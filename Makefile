@@ -75,7 +75,7 @@ reproduce: $(STAMP) ## run (resuming) and judge the papers' claims: CLAIMS=dlp|a
 	$(REPORT) reproduce $(CLAIMS) --scale $(SCALE) --run $(if $(ARGS),--args $(ARGS)) $(if $(DRY_RUN),--dry-run)
 
 .PHONY: reproduction-report
-reproduction-report: $(STAMP) ## rewrite outputs/reproduction/*.md from the runs there are (no runs); INTO=docs/reproduction.md also rewrites that file's measured part
+reproduction-report: $(STAMP) ## rewrite outputs/reproduction/*.md from the finished runs (live, else their committed records in outputs/records/; runs none); INTO=docs/reproduction.md also rewrites that file's measured part
 	$(REPORT) reproduce $(CLAIMS) --scale $(SCALE) $(if $(INTO),--into $(INTO))
 
 .PHONY: clean
