@@ -38,6 +38,7 @@ from pathlib import Path
 import torch
 from hydra.utils import instantiate
 
+from ebmlab.errors import DivergenceError
 from ebmlab.utils.config import compose_job
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -63,11 +64,12 @@ def use_per_coordinate_step() -> None:
     grbm.GRBMGibbsLangevin.inner_alphas = inner_alphas
 
 
-def figure(out: Path = OUT) -> Path:
+def figure(out: Path | None = None) -> Path:
     """One panel per quantity (the y variance, the acceptance) over epochs, one line per JSON
     record in ``out``: a curve shows the collapse at a glance."""
     import matplotlib
 
+    out = OUT if out is None else out
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
@@ -100,8 +102,14 @@ def main(argv=None) -> None:
     ap.add_argument(
         "--setting",
         default="gibbs_langevin_w_adjust",
-        choices=["gibbs_langevin_w_adjust", "langevin_w_adjust"],
-        help="conf/grbm_gmm_setting/ option (Langevin: one step per outer step, same c)",
+        choices=[
+            "gibbs_langevin_w_adjust",
+            "langevin_w_adjust",
+            "gibbs_langevin_wo_adjust",
+            "langevin_wo_adjust",
+        ],
+        help="conf/grbm_gmm_setting/ option (Langevin: one step per outer step, same c; "
+        "without the adjustment every proposal is taken: acceptance 1)",
     )
     ap.add_argument(
         "--step",
@@ -142,9 +150,14 @@ def main(argv=None) -> None:
     learner.setup(model, data.points(), gen, sampler)
     per_epoch = data.points().shape[0] // int(cfg.learner.batch_size)
     temp = float(cfg.learner.batch_size) if args.convention == "batch" else 1.0
-    rows, t0 = [], time.time()
+    rows, t0, diverged = [], time.time(), ""
     for epoch in range(1, args.epochs + 1):
-        accs = [float(learner.step(model, gen)["accept_rate"]) for _ in range(per_epoch)]
+        try:
+            accs = [float(learner.step(model, gen)["accept_rate"]) for _ in range(per_epoch)]
+        except DivergenceError as err:  # as the run stops: the update is not applied
+            diverged = f"diverged in epoch {epoch}: {err}"
+            print(json.dumps({"epoch": epoch, "diverged": diverged}), flush=True)
+            break
         if epoch % args.every and epoch != 1:
             continue
         var = model.var.detach()
@@ -178,6 +191,8 @@ def main(argv=None) -> None:
     tag += "".join(f"{o.replace('=', '').replace('.', '-')}_" for o in args.overrides)
     stem = OUT / f"{tag}{args.dataset}_{args.convention}"
     record = {"args": vars(args), "rows": rows, "median_residual_per_axis": resid}
+    if diverged:
+        record["diverged"] = diverged
     Path(f"{stem}.json").write_text(json.dumps(record, indent=1))
     lines = [
         f"# GRBM {args.setting} on {args.dataset}, convention {args.convention}",
@@ -198,6 +213,8 @@ def main(argv=None) -> None:
         f"Median |v - (W h + mu)| per axis (x, y) at the end, h ~ p(h|v): training points "
         f"{resid['train']}, fresh points {resid['fresh']}.",
     ]
+    if diverged:
+        lines += ["", f"Training {diverged}."]
     Path(f"{stem}.md").write_text("\n".join(lines) + "\n")
     print(f"written: {stem}.md, {stem}.json, {figure()}")
 
