@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from itertools import takewhile
 from pathlib import Path
 
-from ebmlab.report.runs import bench_rows, collect
+from ebmlab.report.runs import bench_rows, collect, collect_failed
 from ebmlab.report.spec import sweep_dir
 
 RECORD_FILES = ("results.json", "run_config.json", ".hydra/overrides.yaml")
@@ -38,14 +38,17 @@ def records_root(root: Path) -> Path:
 
 def archive_runs(root: Path, experiment: str, scale: str) -> int:
     """Copy the record files of every finished run of ``experiment`` at ``scale`` into
-    ``<root>/records/``, at the run's own relative path. Returns how many were new or
-    changed."""
+    ``<root>/records/``, at the run's own relative path, and the ``status.json`` of every job
+    that failed (its message is a result too). Returns how many were new or changed."""
     root = Path(root)
     changed = 0
-    for res in sorted(sweep_dir(root, experiment, scale).rglob("results.json")):
+    here = sweep_dir(root, experiment, scale)
+    finished = sorted(here.rglob("results.json"))
+    failed = [r["run_dir"] / "status.json" for r in collect_failed(here)]
+    for res in finished + failed:
         run_dir = res.parent
         dest = records_root(root) / run_dir.relative_to(root)
-        for name in RECORD_FILES:
+        for name in RECORD_FILES + ("status.json",):
             src = run_dir / name
             if not src.exists():
                 continue
@@ -56,8 +59,20 @@ def archive_runs(root: Path, experiment: str, scale: str) -> int:
             tmp = out.with_suffix(out.suffix + ".tmp")
             shutil.copyfile(src, tmp)
             tmp.replace(out)
-            changed += name == "results.json"
+            changed += name == res.name
     return changed
+
+
+def failed_recorded(root: Path, experiment: str, scale: str) -> list[dict]:
+    """The failed jobs of ``experiment``: live, then recorded ones not on this machine (a job
+    that has since finished or been re-run is live and wins)."""
+    here = sweep_dir(root, experiment, scale)
+    kept_at = sweep_dir(records_root(root), experiment, scale)
+    live = collect_failed(here)
+    names = {r["run_dir"].relative_to(here) for r in live}
+    names |= {p.parent.relative_to(here) for p in here.rglob("run_config.json")}
+    kept = collect_failed(kept_at)
+    return live + [r for r in kept if r["run_dir"].relative_to(kept_at) not in names]
 
 
 def bench_name(bench: str, scale: str) -> str:

@@ -36,10 +36,11 @@ from ebmlab.report.records import (
     carry,
     collect_recorded,
     earlier_report,
+    failed_recorded,
     records_root,
     verdict_of,
 )
-from ebmlab.report.runs import collect_failed, collect_unfinished
+from ebmlab.report.runs import collect_unfinished
 from ebmlab.report.spec import sweep_dir, sweep_keys
 from ebmlab.utils.config import compose_job
 from ebmlab.utils.rundir import NON_IDENTITY_KEYS
@@ -241,7 +242,7 @@ def write_report(
         for sel in selectors(c):
             selected.setdefault(sel.get("experiment", c["experiment"]), set()).update(sel)
     incomplete_by_exp = {  # jobs that failed, and jobs still running or interrupted
-        e: collect_failed(sweep_dir(root, e, scale)) + collect_unfinished(sweep_dir(root, e, scale))
+        e: failed_recorded(root, e, scale) + collect_unfinished(sweep_dir(root, e, scale))
         for e in names
     }
     for exp, runs in runs_by_exp.items():

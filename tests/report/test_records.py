@@ -59,6 +59,20 @@ def test_a_recorded_run_is_judged_after_its_run_directory_is_gone(tmp_path):
     assert "1 finished runs" in again and "1 of them from their records" in again
 
 
+def test_a_failed_job_is_recorded_and_named_after_its_directory_is_gone(tmp_path):
+    name = "dataset=gmm_iso,grbm_gmm_setting=langevin_wo_adjust,learner.n_epochs=5000"
+    d = sweep_dir(tmp_path, EXP, "paper") / name
+    (d / ".hydra").mkdir(parents=True)
+    (d / ".hydra" / "overrides.yaml").write_text(yaml.safe_dump(name.split(",")))
+    status = {"exit_code": 1, "message": "training diverged at step 16665"}
+    (d / "status.json").write_text(json.dumps(status))
+    assert archive_runs(tmp_path, EXP, "paper") == 1
+    shutil.rmtree(tmp_path / "multirun")
+    text = write_report("grbm", "paper", tmp_path, tmp_path / "r").read_text()
+    row = _rows(text)["grbm-fig1-iso-langevin-wo-adjust-collapses"]
+    assert "**not run**" in row and f"the run {name} failed: training diverged at step 16665" in row
+
+
 def test_a_live_run_wins_over_its_record(tmp_path):
     run_dir = _finished_run(tmp_path, ISO, 3)
     archive_runs(tmp_path, EXP, "paper")
