@@ -28,6 +28,7 @@ RECORD_FILES = ("results.json", "run_config.json", ".hydra/overrides.yaml")
 VERDICT = re.compile(r"\*\*(reproduced|not reproduced|not run)\*\*")
 DEVIATIONS = "Runs with settings other than the paper's"
 CARRIED_RUNS = "The carried verdicts' runs, as the report of {} listed them:"
+CARRIED_RUNS_START = CARRIED_RUNS.split("{")[0]
 CARRIED_HEAD = re.compile(r"carried over from the report of (\S+ \S+) \(marked\), made on (.*?): ")
 CARRIED = re.compile(r" \(carried over from the report of ([^;]+); its runs are not on record\)")
 
@@ -36,43 +37,53 @@ def records_root(root: Path) -> Path:
     return Path(root) / "records"
 
 
+def _copy(src: Path, out: Path) -> bool:
+    """Copy ``src`` to ``out`` atomically unless ``out`` already holds the same bytes; True if
+    it was copied."""
+    if out.exists() and out.read_bytes() == src.read_bytes():
+        return False
+    out.parent.mkdir(parents=True, exist_ok=True)
+    tmp = out.with_suffix(out.suffix + ".tmp")
+    shutil.copyfile(src, tmp)
+    tmp.replace(out)
+    return True
+
+
 def archive_runs(root: Path, experiment: str, scale: str) -> int:
     """Copy the record files of every finished run of ``experiment`` at ``scale`` into
     ``<root>/records/``, at the run's own relative path, and the ``status.json`` of every job
-    that failed (its message is a result too). Returns how many were new or changed."""
+    that failed (its message is a result too). Returns how many runs were new or changed."""
     root = Path(root)
-    changed = 0
     here = sweep_dir(root, experiment, scale)
     finished = sorted(here.rglob("results.json"))
     failed = [r["run_dir"] / "status.json" for r in collect_failed(here)]
+    changed = 0
     for res in finished + failed:
-        run_dir = res.parent
-        dest = records_root(root) / run_dir.relative_to(root)
-        for name in RECORD_FILES + ("status.json",):
-            src = run_dir / name
-            if not src.exists():
-                continue
-            out = dest / name
-            if out.exists() and out.read_bytes() == src.read_bytes():
-                continue
-            out.parent.mkdir(parents=True, exist_ok=True)
-            tmp = out.with_suffix(out.suffix + ".tmp")
-            shutil.copyfile(src, tmp)
-            tmp.replace(out)
-            changed += name == res.name
+        dest = records_root(root) / res.parent.relative_to(root)
+        for name in (*RECORD_FILES, "status.json"):
+            src = res.parent / name
+            if src.exists() and _copy(src, dest / name):
+                changed += name == res.name
     return changed
+
+
+def _live_then_recorded(root: Path, experiment: str, scale: str, read, also_live=()) -> list:
+    """``read`` (collect or collect_failed) of the live sweep directory, then of its record,
+    leaving out the recorded runs whose directory is here (read, or named in ``also_live``:
+    a live run wins over its record)."""
+    here = sweep_dir(root, experiment, scale)
+    kept_at = sweep_dir(records_root(root), experiment, scale)
+    live = read(here)
+    names = {r["run_dir"].relative_to(here) for r in live} | set(also_live)
+    return live + [r for r in read(kept_at) if r["run_dir"].relative_to(kept_at) not in names]
 
 
 def failed_recorded(root: Path, experiment: str, scale: str) -> list[dict]:
     """The failed jobs of ``experiment``: live, then recorded ones not on this machine (a job
-    that has since finished or been re-run is live and wins)."""
+    that has since started again here, finished or not, wins)."""
     here = sweep_dir(root, experiment, scale)
-    kept_at = sweep_dir(records_root(root), experiment, scale)
-    live = collect_failed(here)
-    names = {r["run_dir"].relative_to(here) for r in live}
-    names |= {p.parent.relative_to(here) for p in here.rglob("run_config.json")}
-    kept = collect_failed(kept_at)
-    return live + [r for r in kept if r["run_dir"].relative_to(kept_at) not in names]
+    started = [p.parent.relative_to(here) for p in here.rglob("run_config.json")]
+    return _live_then_recorded(root, experiment, scale, collect_failed, started)
 
 
 def bench_name(bench: str, scale: str) -> str:
@@ -85,20 +96,13 @@ def archive_bench(root: Path, name: str) -> None:
     """Keep a benchmark's JSON (``<root>/bench/<name>.json``) in the records."""
     src = Path(root) / "bench" / f"{name}.json"
     if src.exists():
-        dest = records_root(root) / "bench" / src.name
-        dest.parent.mkdir(parents=True, exist_ok=True)
-        shutil.copyfile(src, dest)
+        _copy(src, records_root(root) / "bench" / src.name)
 
 
 def collect_recorded(root: Path, experiment: str, scale: str) -> list[dict]:
     """The finished runs of ``experiment``: the live run directories, then the records of
     runs that are not (or no longer) on this machine."""
-    here = sweep_dir(root, experiment, scale)
-    kept_at = sweep_dir(records_root(root), experiment, scale)
-    live = collect(here)
-    names = {r["run_dir"].relative_to(here) for r in live}
-    kept = collect(kept_at)
-    return live + [r for r in kept if r["run_dir"].relative_to(kept_at) not in names]
+    return _live_then_recorded(root, experiment, scale, collect)
 
 
 def bench_recorded(root: Path, name: str) -> list[dict]:
@@ -138,7 +142,7 @@ def earlier_report(text: str, title: str) -> Earlier:
             again = CARRIED_HEAD.search(line)  # a report that itself carried verdicts
             if again:
                 out.when, out.hardware = again.groups()
-        block = line.startswith(CARRIED_RUNS.split("{")[0])
+        block = line.startswith(CARRIED_RUNS_START)
         if block or (line.startswith(DEVIATIONS) and not carried_block):
             carried_block |= block
             out.deviations = list(
