@@ -334,7 +334,23 @@ def write_report(
     path.write_text("\n".join(lines))
     not_run = counts.get(NOT_RUN, 0)
     print(f"{paper}: {dict(counts)} -> {path}" + (f" ({not_run} not run)" if not_run else ""))
+    unexplained = unexplained_failures(data["claims"], rows)
+    if unexplained:
+        print(
+            f"{paper}: {len(unexplained)} claims are not reproduced and have no `finding:` in "
+            f"conf/claims/{paper}.yaml: " + ", ".join(unexplained)
+        )
     return path
+
+
+def unexplained_failures(claims: list[dict], rows: dict[str, str]) -> list[str]:
+    """Ids of the claims whose row says "not reproduced" but which carry no ``finding:``: a
+    claim that does not reproduce is a finding to investigate and to write down."""
+    return [
+        c["id"]
+        for c in claims
+        if verdict_of(rows.get(c["id"], "")) == "not reproduced" and not c.get("finding")
+    ]
 
 
 SUMMARY_HEADER = "| paper | reproduced | not reproduced | not run |"

@@ -145,3 +145,24 @@ def test_carrying_twice_keeps_the_first_date_and_one_mark(tmp_path, earlier):
     assert later.when == before.when and later.hardware == before.hardware
     assert later.deviations == before.deviations
     assert _rows(second) == _rows(first.read_text())
+
+
+def test_a_not_reproduced_claim_without_a_finding_is_named(tmp_path, monkeypatch, capsys):
+    import ebmlab.report.reproduce as reproduce
+
+    name = "dataset=gmm_aniso,grbm_gmm_setting=gibbs,learner.n_epochs=5000"
+    _finished_run(tmp_path, name, 3)  # all 3 modes: "Gibbs misses the aniso modes" fails
+    data = load_claims("grbm")
+    assert any(c["id"] == "grbm-fig1-aniso-gibbs-misses-modes" for c in data["claims"])
+    write_report("grbm", "paper", tmp_path, tmp_path / "a")
+    assert "have no `finding:`" not in capsys.readouterr().out  # the real claim explains it
+    bare = {**data, "claims": [{k: v for k, v in c.items() if k != "finding"} for c in data["claims"]]}
+    monkeypatch.setattr(reproduce, "load_claims", lambda paper: bare)
+    text = write_report("grbm", "paper", tmp_path, tmp_path / "b").read_text()
+    out = capsys.readouterr().out
+    assert "1 claims are not reproduced and have no `finding:`" in out
+    assert "grbm-fig1-aniso-gibbs-misses-modes" in out.splitlines()[-1]
+    rows = _rows(text)
+    assert reproduce.unexplained_failures(bare["claims"], rows) == [
+        "grbm-fig1-aniso-gibbs-misses-modes"
+    ]
