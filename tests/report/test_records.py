@@ -156,7 +156,10 @@ def test_a_not_reproduced_claim_without_a_finding_is_named(tmp_path, monkeypatch
     assert any(c["id"] == "grbm-fig1-aniso-gibbs-misses-modes" for c in data["claims"])
     write_report("grbm", "paper", tmp_path, tmp_path / "a")
     assert "have no `finding:`" not in capsys.readouterr().out  # the real claim explains it
-    bare = {**data, "claims": [{k: v for k, v in c.items() if k != "finding"} for c in data["claims"]]}
+    bare = {
+        **data,
+        "claims": [{k: v for k, v in c.items() if k != "finding"} for c in data["claims"]],
+    }
     monkeypatch.setattr(reproduce, "load_claims", lambda paper: bare)
     text = write_report("grbm", "paper", tmp_path, tmp_path / "b").read_text()
     out = capsys.readouterr().out
