@@ -171,3 +171,18 @@ def carry(row: str, when: str) -> str:
             f" (carried over from the report of {when}; its runs are not on record) "
         )
     return "|" + "|".join(cells) + "|"
+
+
+def fewer_runs(row: str, earlier_row: str) -> list[tuple[int, int]]:
+    """(runs now, runs then) for each value of ``row`` measured on fewer runs than in the
+    carried row of an earlier report it replaces: a partial re-run (seed 0 of three) replaces
+    a carried row whole, so the others' seeds drop out until they are run again."""
+    then_cells, now_cells = _cells(earlier_row), _cells(row)
+    if len(then_cells) != 8 or len(now_cells) != 8 or not CARRIED.search(then_cells[5]):
+        return []
+    then, now = (
+        [int(n) for n in re.findall(r"\(n=(\d+)\)", cells[3])] for cells in (then_cells, now_cells)
+    )
+    if len(then) != len(now):
+        return []
+    return [(a, b) for a, b in zip(now, then) if a < b]

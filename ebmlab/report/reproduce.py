@@ -37,6 +37,7 @@ from ebmlab.report.records import (
     collect_recorded,
     earlier_report,
     failed_recorded,
+    fewer_runs,
     records_root,
     verdict_of,
 )
@@ -334,6 +335,18 @@ def write_report(
     path.write_text("\n".join(lines))
     not_run = counts.get(NOT_RUN, 0)
     print(f"{paper}: {dict(counts)} -> {path}" + (f" ({not_run} not run)" if not_run else ""))
+    thinner = {
+        cid: pairs for cid in rows if (pairs := fewer_runs(rows[cid], before.rows.get(cid, "")))
+    }
+    if thinner:
+        print(
+            f"{paper}: {len(thinner)} claims replace a carried row with fewer runs (re-run the "
+            "missing seeds): "
+            + ", ".join(
+                f"{cid} (" + ", ".join(f"n={a} where it had {b}" for a, b in pairs) + ")"
+                for cid, pairs in thinner.items()
+            )
+        )
     unexplained = unexplained_failures(data["claims"], rows)
     if unexplained:
         print(

@@ -14,6 +14,7 @@ from ebmlab.report.records import (
     carry,
     collect_recorded,
     earlier_report,
+    fewer_runs,
     verdict_of,
 )
 from ebmlab.report.reproduce import assemble, write_report
@@ -24,13 +25,17 @@ TITLE = load_claims("grbm")["paper"]
 ISO = "dataset=gmm_iso,grbm_gmm_setting=gibbs,learner.n_epochs=5000"
 
 
-def _finished_run(root, name, covered):
+def _finished_run(root, name, covered, seed=1234):
     d = sweep_dir(root, EXP, "paper") / name
     (d / ".hydra").mkdir(parents=True)
     (d / ".hydra" / "overrides.yaml").write_text(yaml.safe_dump(name.split(",")))
-    (d / "run_config.json").write_text(json.dumps({"config": {"learner": {"n_epochs": 5000}}}))
+    (d / "run_config.json").write_text(
+        json.dumps({"config": {"learner": {"n_epochs": 5000}, "seed": seed}})
+    )
     metrics = {"sample_modes_covered": covered, "seconds": 10.0}
-    (d / "results.json").write_text(json.dumps({"metrics": metrics, "hardware": "test CPU"}))
+    (d / "results.json").write_text(
+        json.dumps({"metrics": metrics, "hardware": "test CPU", "seed": seed})
+    )
     (d / "checkpoints").mkdir()
     (d / "checkpoints" / "last.pt").write_bytes(b"\0" * 1000)  # not part of the record
     return d
@@ -169,3 +174,29 @@ def test_a_not_reproduced_claim_without_a_finding_is_named(tmp_path, monkeypatch
     assert reproduce.unexplained_failures(bare["claims"], rows) == [
         "grbm-fig1-aniso-gibbs-misses-modes"
     ]
+
+
+def test_a_partial_rerun_of_a_carried_row_is_named(tmp_path, capsys):
+    for seed, name in ((1234, ISO), (1, ISO + ",seed=1")):  # the earlier report had two seeds
+        _finished_run(tmp_path / "old", name, 3, seed)
+    write_report("grbm", "paper", tmp_path / "old", tmp_path / "rep")
+    into = tmp_path / "reproduction.md"
+    into.write_text("# Report\n")
+    assemble(into, {"grbm": tmp_path / "rep" / "grbm.md"})
+    measured = into.read_text()
+    # a fresh machine carries those rows, then re-runs only the first seed
+    carried = write_report("grbm", "paper", tmp_path / "empty", tmp_path / "c", measured)
+    assemble(into, {"grbm": carried})
+    _finished_run(tmp_path / "new", ISO, 3)
+    capsys.readouterr()
+    text = write_report("grbm", "paper", tmp_path / "new", tmp_path / "n", into.read_text())
+    row = _rows(text.read_text())["grbm-fig1-iso-gibbs-all-modes"]
+    assert "3 (n=1)" in row and "carried" not in row
+    out = capsys.readouterr().out
+    assert "replace a carried row with fewer runs" in out
+    assert "grbm-fig1-iso-gibbs-all-modes (n=1 where it had 2)" in out
+    # a row that was measured (not carried) before is not compared: its runs are on record
+    write_report("grbm", "paper", tmp_path / "new", tmp_path / "m", measured)
+    assert "fewer runs" not in capsys.readouterr().out
+    before = earlier_report(into.read_text(), TITLE).rows["grbm-fig1-iso-gibbs-all-modes"]
+    assert fewer_runs(row, before) == [(1, 2)] and fewer_runs(before, before) == []
