@@ -3,9 +3,10 @@
 Run directories live under ``outputs/`` and are not committed: a fresh clone, or a machine
 that lost its disk, has none of them. ``outputs/records/`` keeps, for every finished run a
 report judged, the few files a verdict is computed from (``results.json``, the resolved
-config, the command-line overrides), mirroring the run's path, plus the benchmark JSONs the
-claims read. It is small and committed, so ``python -m ebmlab.report reproduce`` gives the
-same verdicts on any checkout. A live run directory wins over its record of the same path.
+config, the command-line overrides, and the metric log that curves and first crossings are
+read from), mirroring the run's path, plus the benchmark JSONs the claims read. It is small
+and committed, so ``python -m ebmlab.report reproduce`` gives the same verdicts on any
+checkout. A live run directory wins over its record of the same path.
 
 A report rewritten into a file (``--into docs/reproduction.md``) may hold verdicts whose runs
 are in neither place, made before records existed. Such a claim, which the new runs leave
@@ -24,7 +25,7 @@ from pathlib import Path
 from ebmlab.report.runs import bench_rows, collect, collect_failed
 from ebmlab.report.spec import sweep_dir
 
-RECORD_FILES = ("results.json", "run_config.json", ".hydra/overrides.yaml")
+RECORD_FILES = ("results.json", "run_config.json", ".hydra/overrides.yaml", "metrics.jsonl")
 VERDICT = re.compile(r"\*\*(reproduced|not reproduced|not run)\*\*")
 DEVIATIONS = "Runs with settings other than the paper's"
 CARRIED_RUNS = "The carried verdicts' runs, as the report of {} listed them:"

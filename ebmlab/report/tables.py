@@ -71,7 +71,8 @@ def curve_figure(
         for gkey, members in group_runs(runs, keys).items():
             curves = []
             for r in members:
-                rows = [m for m in read_metrics(r["run_dir"] / "metrics.jsonl") if metric in m]
+                log = r["run_dir"] / "metrics.jsonl"  # older records lack it
+                rows = [m for m in read_metrics(log) if metric in m] if log.exists() else []
                 if rows and x in rows[0]:
                     curves.append(
                         (

@@ -3,6 +3,7 @@ names real experiments, config-group options and config keys."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -101,6 +102,42 @@ def test_ratio_and_bounds():
     every = {**lt, "where": {"sampler": "a"}, "bound": 2.5}  # runs 1 and 3: mean 2 < 2.5 < 3
     assert C.judge(every, RUNS).verdict == C.REPRODUCED
     assert C.judge({**every, "every_run": True}, RUNS).verdict == C.NOT_REPRODUCED
+
+
+def test_first_crossing_names_when_each_run_crossed_the_bound(tmp_path):
+    runs = []
+    for seed, curve in enumerate([[-4.0, -5.2, -4.9, -5.5], [-4.0, -4.5, -4.8, -4.9]]):
+        d = tmp_path / str(seed)
+        d.mkdir()
+        rows = [
+            {"step": 100 * (i + 1), "seconds": 10.0 * (i + 1), "m": v} for i, v in enumerate(curve)
+        ]
+        rows.insert(1, {"step": 150, "seconds": 15.0, "loss": 1.0})  # a training-log row
+        (d / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+        runs.append({**run("a", curve[-1], seed=seed), "run_dir": d, "seed": seed})
+    runs.append({**run("a", -6.0, seed=2), "seed": 2})  # a record without its metric log
+    c = {"id": "f", "kind": "less_than", "metric": "m", "where": {"sampler": "a"}, "bound": -5.0}
+    v = C.judge({**c, "first_crossing": "below"}, runs)
+    assert v.verdict == C.REPRODUCED  # mean of the final values -5.47 < -5
+    assert "first below -5: seed 0: iteration 200 (20 s); seed 1: never" in v.ours
+    assert "seed 2: curve not recorded" in v.ours
+    assert "first below" not in C.judge(c, runs).ours  # only when the claim asks for it
+    gt = {**c, "kind": "greater_than", "first_crossing": "below"}  # a bound to stay above
+    assert "seed 0: iteration 200 (20 s)" in C.judge(gt, runs).ours
+    above = C.judge({**gt, "bound": -4.2, "first_crossing": "above"}, runs)
+    assert "first above -4.2: seed 0: iteration 100 (10 s)" in above.ours
+
+
+def test_a_malformed_first_crossing_is_refused_when_the_claims_load(tmp_path, monkeypatch):
+    bad = {"id": "b", "kind": "less_than", "metric": "m", "where": {}, "bound": 1}
+    monkeypatch.setattr(C, "CLAIMS_DIR", tmp_path)
+    for wrong in (
+        {**bad, "first_crossing": True},
+        {**bad, "kind": "value", "first_crossing": "below"},
+    ):
+        (tmp_path / "x.yaml").write_text(yaml.safe_dump({"claims": [wrong]}))
+        with pytest.raises(SystemExit, match="first_crossing must be"):
+            C.load_claims("x")
 
 
 @pytest.mark.parametrize("paper", C.papers())

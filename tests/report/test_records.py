@@ -33,6 +33,7 @@ def _finished_run(root, name, covered, seed=1234):
         json.dumps({"config": {"learner": {"n_epochs": 5000}, "seed": seed}})
     )
     metrics = {"sample_modes_covered": covered, "seconds": 10.0}
+    (d / "metrics.jsonl").write_text(json.dumps({"step": 1, "seconds": 10.0, "loss": 0.5}) + "\n")
     (d / "results.json").write_text(
         json.dumps({"metrics": metrics, "hardware": "test CPU", "seed": seed})
     )
@@ -51,6 +52,7 @@ def test_a_recorded_run_is_judged_after_its_run_directory_is_gone(tmp_path):
     assert archive_runs(tmp_path, EXP, "paper") == 0  # unchanged: nothing copied again
     kept = tmp_path / "records" / run_dir.relative_to(tmp_path)
     assert sorted(p.name for p in kept.rglob("*") if p.is_file()) == [
+        "metrics.jsonl",  # the curve, for the figures and first crossings of a fresh clone
         "overrides.yaml",
         "results.json",
         "run_config.json",
