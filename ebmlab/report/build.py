@@ -1,4 +1,5 @@
-"""Every table and figure of one experiment, from its sweep directory and ``report:`` node."""
+"""Every table and figure of one experiment, from its sweep directory (and the records of runs
+no longer on this machine) and its ``report:`` node."""
 
 from __future__ import annotations
 
@@ -6,14 +7,15 @@ from pathlib import Path
 
 from ebmlab.report import spec
 from ebmlab.report.figures import FIGURES
-from ebmlab.report.runs import collect, key_value, select, sort_key
+from ebmlab.report.records import collect_recorded
+from ebmlab.report.runs import key_value, select, sort_key
 from ebmlab.report.tables import write_table
 
 
 def _runs(item: dict, experiment: str, scale: str, root: Path) -> list[dict]:
     runs = []
     for e in spec.experiments_of(item, experiment):
-        runs += collect(spec.sweep_dir(root, e, scale))
+        runs += collect_recorded(root, e, scale)
     return select(runs, item.get("where"))
 
 

@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import json
+import shutil
 from pathlib import Path
 
 import pytest
 import yaml
 
 from ebmlab.report.__main__ import main
+from ebmlab.report.records import archive_runs
 from ebmlab.report.runs import collect, key_value
 
 
@@ -50,6 +52,29 @@ def test_table_of_an_experiment_with_seeds_curves_and_scale(tmp_path, capsys):
     assert (out / "table.csv").read_text().startswith("sampler,seeds,log_rmse")
     assert (out / "table_log_rmse.png").stat().st_size > 1000
     assert "written:" in capsys.readouterr().out
+
+
+def test_a_table_and_its_curves_are_rebuilt_from_the_records_of_a_fresh_clone(
+    tmp_path, monkeypatch
+):
+    from ebmlab.utils import plotting
+
+    drawn, draw = [], plotting.side_by_side
+    monkeypatch.setattr(plotting, "side_by_side", lambda p, **kw: drawn.append(p) or draw(p, **kw))
+    exp = "dlp/fig3_ising_sampling"
+    curve = [{"step": s, "seconds": 0.1 * s, "log_rmse": -s / 10} for s in (10, 20, 30)]
+    fake_run(tmp_path, exp, "smoke", {"sampler": "dmala"}, {"log_rmse": -5.0}, curve=curve)
+    old = fake_run(tmp_path, exp, "smoke", {"sampler": "gwg"}, {"log_rmse": -4.5})
+    assert archive_runs(tmp_path, exp, "smoke") == 2
+    record = tmp_path / "records" / old.relative_to(tmp_path)
+    (record / "metrics.jsonl").unlink()  # a record made before metric logs were kept
+    shutil.rmtree(tmp_path / "multirun")  # the run directories are gone
+    main(["table", exp, "--scale", "smoke", "--root", str(tmp_path)])
+    out = tmp_path / "tables" / exp / "smoke"
+    md = (out / "table.md").read_text()
+    assert "| dmala | 1 | -5 |" in md and "| gwg | 1 | -4.5 |" in md
+    assert (out / "table_log_rmse.png").stat().st_size > 1000
+    assert [sorted(series) for _, series, _, _ in drawn[0]] == [["dmala"], ["dmala"]]
 
 
 def test_paper_values_smoke_note_and_included_experiments(tmp_path):

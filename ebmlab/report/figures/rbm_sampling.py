@@ -46,9 +46,14 @@ def sweep_figure(runs: list[dict], title: str = ""):
         for (sampler,), members in group_runs(sub, ["sampler"]).items():
             curves = []
             for r in members:
-                rows = [m for m in read_metrics(r["run_dir"] / "metrics.jsonl") if "log_mmd" in m]
+                log = r["run_dir"] / "metrics.jsonl"  # older records lack it
+                rows = [m for m in read_metrics(log) if "log_mmd" in m] if log.exists() else []
+                if not rows:
+                    continue
                 curves.append([(m["step"], m["seconds"], m["log_mmd"]) for m in rows])
                 floors.append(r["metrics"]["log_mmd_floor"])
+            if not curves:
+                continue
             m = min(len(c) for c in curves)
             arr = np.array([c[:m] for c in curves], float).mean(0)
             series[sampler] = (arr[:, 0], arr[:, 1], arr[:, 2])
