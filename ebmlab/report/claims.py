@@ -100,6 +100,7 @@ class Stat:
     seconds: float = 0.0
     figures: list[str] = field(default_factory=list)
     ses: list[float] | None = None
+    seeds: int = 1  # distinct seeds among the runs
 
     @property
     def mean(self) -> float:
@@ -153,6 +154,7 @@ def collect_metric(runs: list[dict], selector: dict, metric: str) -> Stat | None
         sum(float(r["metrics"].get("seconds", 0.0)) for r in chosen),
         figs,
         [float(s) for s in ses] if all(s is not None for s in ses) else None,
+        len({str(r.get("seed")) for r in chosen}),
     )
 
 
@@ -199,6 +201,7 @@ class Verdict:
     why: str = ""
     seconds: float = 0.0
     figures: list[str] = field(default_factory=list)
+    seeds: int = 0  # the fewest seeds behind any value the verdict compares
 
 
 def _ordering(claim: dict, runs: list[dict]) -> Verdict:
@@ -237,9 +240,9 @@ def _ordering(claim: dict, runs: list[dict]) -> Verdict:
     why = "violated: " + "; ".join(fails[:4]) if fails else ""
     if fails and len(gaps_in_se) == len(fails) and max(gaps_in_se) < 2.0:
         why += " (every violation is within 2 standard errors: unresolved at this sample size)"
-    return Verdict(
-        claim, NOT_REPRODUCED if fails else REPRODUCED, paper, ours, tol, why, secs, figs
-    )
+    fewest = min(st.seeds for g in stats for _, st in g)
+    verdict = NOT_REPRODUCED if fails else REPRODUCED
+    return Verdict(claim, verdict, paper, ours, tol, why, secs, figs, fewest)
 
 
 def _too_short(claim: dict, run: dict) -> list[str]:
@@ -262,9 +265,12 @@ def judge(claim: dict, runs: list[dict]) -> Verdict:
     ``needs`` something ebmlab lacks, or is measured outside the runner (``run_by``), is
     'not run' with that reason when no run matches. A claim with ``min_run`` (e.g.
     ``{learner.n_epochs: 5000}``) ignores runs shorter than that, and says so when only such
-    runs were there."""
+    runs were there. A verdict resting on fewer seeds than the claim's ``seeds`` says so."""
     short = {id(r): _too_short(claim, r) for r in runs}
     v = _judge(claim, [r for r in runs if not short[id(r)]])
+    seeds = int(claim.get("seeds", 1))
+    if v.verdict != NOT_RUN and v.seeds < seeds:
+        v.why = "; ".join(w for w in (v.why, f"on {v.seeds} of the {seeds} seeds asked for") if w)
     if v.verdict == NOT_RUN and (claim.get("needs") or claim.get("run_by")):
         v.why = claim.get("needs") or f"measured by `{claim['run_by']}`, not by a run"
     elif v.verdict == NOT_RUN and any(short.values()):
@@ -301,6 +307,7 @@ def _judge(claim: dict, runs: list[dict]) -> Verdict:
             "",
             num.seconds + den.seconds,
             num.figures,
+            min(num.seeds, den.seeds),
         )
     where = claim.get("where", {})
     st = collect_metric(runs, where, metric)
@@ -317,7 +324,7 @@ def _judge(claim: dict, runs: list[dict]) -> Verdict:
             below = claim["first_crossing"] == "below"
             ours += "; " + _crossings(runs, where, metric, claim["bound"], below)
         tol = "bound, every run" if every else "bound"
-        return Verdict(claim, v, paper, ours, tol, "", st.seconds, st.figures)
+        return Verdict(claim, v, paper, ours, tol, "", st.seconds, st.figures, st.seeds)
     target = float(claim["paper"])
     if "tolerance" in claim:
         tol, tol_s = float(claim["tolerance"]), f"±{float(claim['tolerance']):g}"
@@ -328,4 +335,4 @@ def _judge(claim: dict, runs: list[dict]) -> Verdict:
         return Verdict(claim, NOT_RUN, f"{target:g}", "", tol_s, f"no runs for {label(where)}")
     ok = abs(st.mean - target) <= tol
     v = REPRODUCED if ok else NOT_REPRODUCED
-    return Verdict(claim, v, f"{target:g}", st.fmt(), tol_s, "", st.seconds, st.figures)
+    return Verdict(claim, v, f"{target:g}", st.fmt(), tol_s, "", st.seconds, st.figures, st.seeds)

@@ -26,6 +26,7 @@ _ABSENT = object()
 def run(sampler: str, value: float, seed: int = 0, **config) -> dict:
     return {
         "run_dir": Path("/nonexistent"),
+        "seed": seed,
         "overrides": {"sampler": sampler, "seed": str(seed)},
         "choices": {"sampler": sampler},
         "config": config,
@@ -44,6 +45,20 @@ def test_value_claims_average_over_seeds():
     assert C.judge({**c, "rel_tolerance": 0.25}, RUNS).verdict == C.REPRODUCED
     missing = C.judge({**c, "where": {"sampler": "z"}, "tolerance": 1}, RUNS)
     assert missing.verdict == C.NOT_RUN and "sampler=z" in missing.why
+
+
+def test_a_verdict_on_fewer_seeds_than_the_claim_asks_for_says_so():
+    c = {"id": "x", "kind": "value", "metric": "m", "where": {"sampler": "a"}, "paper": 2.5}
+    c = {**c, "tolerance": 0.6}
+    assert C.judge({**c, "seeds": 2}, RUNS).why == ""
+    v = C.judge({**c, "seeds": 3}, RUNS)
+    assert v.verdict == C.REPRODUCED and v.why == "on 2 of the 3 seeds asked for"
+    order = {"id": "o", "kind": "ordering", "metric": "m", "direction": "lower", "seeds": 2}
+    v = C.judge({**order, "order": [{"sampler": "a"}, {"sampler": "b"}]}, RUNS)
+    assert v.why == "on 1 of the 2 seeds asked for"  # b has one seed
+    assert (
+        C.judge({**c, "where": {"sampler": "z"}, "seeds": 3}, RUNS).why == "no runs for sampler=z"
+    )
 
 
 def test_min_run_ignores_runs_shorter_than_the_claim_needs():
