@@ -35,20 +35,38 @@ def curves(series: dict[str, tuple], xlabel: str, ylabel: str, title: str = "", 
     return fig
 
 
+LEGEND_INSIDE = 8  # most series a panel's own legend names
+
+
 def side_by_side(items: list[tuple[str, dict[str, tuple], str, str]], title: str = ""):
-    """Several curve panels in one row: items = [(panel title, series, xlabel, ylabel)]."""
+    """Several curve panels in one row: items = [(panel title, series, xlabel, ylabel)].
+    Past ``LEGEND_INSIDE`` series one legend, right of the panels, names them all (inside
+    a panel it would hide the curves)."""
     fig, axes = plt.subplots(1, len(items), figsize=(5.2 * len(items), 3.8), squeeze=False)
+    outside = max((len(series) for _, series, _, _ in items), default=0) > LEGEND_INSIDE
     for ax, (ptitle, series, xlabel, ylabel) in zip(axes[0], items):
         _plot_series(ax, series)
         ax.set_title(ptitle)
         ax.set_xlabel(xlabel)
         ax.set_ylabel(ylabel)
         ax.grid(alpha=0.3)
-        if series:
+        if series and not outside:
             ax.legend(fontsize=8)
     if title:
         fig.suptitle(title)
     fig.tight_layout()
+    if outside:
+        shown = {}
+        for ax in axes[0]:
+            for handle, label in zip(*ax.get_legend_handles_labels()):
+                shown.setdefault(label, handle)
+        fig.legend(
+            list(shown.values()),
+            list(shown),
+            loc="center left",
+            bbox_to_anchor=(1.0, 0.5),
+            fontsize=8,
+        )
     return fig
 
 
