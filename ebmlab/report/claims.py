@@ -43,8 +43,7 @@ from pathlib import Path
 
 import yaml
 
-from ebmlab.report.runs import MISSING, key_value
-from ebmlab.utils.logging import read_metrics
+from ebmlab.report.runs import MISSING, key_value, logged_rows
 
 REPO = Path(__file__).resolve().parents[2]
 CLAIMS_DIR = REPO / "conf" / "claims"
@@ -178,11 +177,11 @@ def _crossings(runs: list[dict], selector: dict, metric: str, bound: float, belo
     out = []
     for r in _chosen(runs, selector, metric):
         seed = r.get("seed", "?")
-        log = Path(r["run_dir"]) / "metrics.jsonl"
-        if not log.exists():
+        rows = logged_rows(r, metric)
+        if not rows:
             out.append(f"seed {seed}: curve not recorded")
             continue
-        row = first_crossing(read_metrics(log), metric, bound, below)
+        row = first_crossing(rows, metric, bound, below)
         if row is None:
             out.append(f"seed {seed}: never")
         else:

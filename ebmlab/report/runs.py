@@ -63,6 +63,13 @@ def collect(sweep_dir: Path) -> list[dict]:
     return runs
 
 
+def logged_rows(run: dict, metric: str) -> list[dict]:
+    """The rows of a run's ``metrics.jsonl`` that log ``metric``; [] when the run has no log
+    (a record made before metric logs were recorded)."""
+    log = Path(run["run_dir"]) / "metrics.jsonl"
+    return [m for m in read_metrics(log) if metric in m] if log.exists() else []
+
+
 def _dirname_overrides(run_dir: Path) -> dict[str, str]:
     """The ``key=value`` overrides a sweep job's directory name is made of (its fallback
     record of what it was run with)."""

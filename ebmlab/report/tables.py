@@ -8,8 +8,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ebmlab.report.runs import group_runs, row_keys
-from ebmlab.utils.logging import read_metrics
+from ebmlab.report.runs import group_runs, logged_rows, row_keys
 
 
 def _fmt(values: list[float]) -> str:
@@ -71,8 +70,7 @@ def curve_figure(
         for gkey, members in group_runs(runs, keys).items():
             curves = []
             for r in members:
-                log = r["run_dir"] / "metrics.jsonl"  # older records lack it
-                rows = [m for m in read_metrics(log) if metric in m] if log.exists() else []
+                rows = logged_rows(r, metric)
                 if rows and x in rows[0]:
                     curves.append(
                         (

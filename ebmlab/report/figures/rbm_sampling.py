@@ -6,8 +6,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ebmlab.report.runs import group_runs, key_value
-from ebmlab.utils.logging import read_metrics
+from ebmlab.report.runs import group_runs, key_value, logged_rows
 
 
 def comparison_figure(series: dict, log_floor: float | None, title: str = "", axes=None):
@@ -46,8 +45,7 @@ def sweep_figure(runs: list[dict], title: str = ""):
         for (sampler,), members in group_runs(sub, ["sampler"]).items():
             curves = []
             for r in members:
-                log = r["run_dir"] / "metrics.jsonl"  # older records lack it
-                rows = [m for m in read_metrics(log) if "log_mmd" in m] if log.exists() else []
+                rows = logged_rows(r, "log_mmd")
                 if not rows:
                     continue
                 curves.append([(m["step"], m["seconds"], m["log_mmd"]) for m in rows])
