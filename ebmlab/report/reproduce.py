@@ -20,15 +20,25 @@ import subprocess
 import sys
 import time
 from collections import Counter
+from dataclasses import dataclass
 from pathlib import Path
 
 from hydra.core.hydra_config import HydraConfig
 from omegaconf import DictConfig, OmegaConf
 
-from ebmlab.report.claims import NOT_RUN, judge, load_claims, matches, papers, same_value
+from ebmlab.report.claims import (
+    NOT_RUN,
+    Verdict,
+    judge,
+    load_claims,
+    matches,
+    papers,
+    same_value,
+)
 from ebmlab.report.records import (
     CARRIED_RUNS,
     DEVIATIONS,
+    Earlier,
     archive_bench,
     archive_runs,
     bench_name,
@@ -229,17 +239,27 @@ def claim_experiments(claims: list[dict]) -> list[str]:
     return sorted(names)
 
 
-def write_report(
-    paper: str, scale: str, root: Path, out_dir: Path, earlier: str | None = None
-) -> Path:
-    """Judge ``paper``'s claims on the runs under ``root`` (live or recorded) and write
-    ``<out_dir>/<paper>.md``. ``earlier`` is the text of an assembled report: a claim left
-    "not run" here keeps its row there if that row has a verdict (:func:`records.carry`)."""
-    data = load_claims(paper)
-    names = claim_experiments(data["claims"])
+@dataclass
+class Judged:
+    """A paper's claims judged on the runs there are: the verdicts, and the runs behind them
+    (per experiment, and per benchmark for ``bench:`` claims)."""
+
+    verdicts: list[Verdict]
+    runs_by_exp: dict[str, list[dict]]
+    rows_by_bench: dict[str, list[dict]]
+
+    @property
+    def runs(self) -> list[dict]:
+        return [r for rs in [*self.runs_by_exp.values(), *self.rows_by_bench.values()] for r in rs]
+
+
+def judge_claims(claims: list[dict], root: Path, scale: str) -> Judged:
+    """Judge each claim on the finished runs under ``root`` (live or recorded); a claim left
+    "not run" names the failed or unfinished jobs meant for it."""
+    names = claim_experiments(claims)
     runs_by_exp = {e: collect_recorded(root, e, scale) for e in names}
     selected: dict[str, set[str]] = {}  # experiment -> keys its runs are selected on
-    for c in data["claims"]:
+    for c in claims:
         for sel in selectors(c):
             selected.setdefault(sel.get("experiment", c["experiment"]), set()).update(sel)
     incomplete_by_exp = {  # jobs that failed, and jobs still running or interrupted
@@ -251,42 +271,45 @@ def write_report(
         variant_keys = frozenset(keys)
         for r in [*runs, *incomplete_by_exp[exp]]:
             r["variant_keys"] = variant_keys
-    benches = {c["bench"] for c in data["claims"] if c.get("bench")}
+    benches = {c["bench"] for c in claims if c.get("bench")}
     rows_by_bench = {b: bench_recorded(root, bench_name(b, scale)) for b in sorted(benches)}
     verdicts = [
         judge(c, rows_by_bench[c["bench"]] if c.get("bench") else claim_runs(c, runs_by_exp))
-        for c in data["claims"]
+        for c in claims
     ]
     for v in verdicts:
         if v.verdict == NOT_RUN and not v.claim.get("bench"):
             v.why = _with_incomplete(v, claim_runs(v.claim, incomplete_by_exp))
-    rows = {}
-    for v in verdicts:
-        c = v.claim
-        fig = f"[png]({v.figures[0]})" if v.figures else ""
-        verdict = f"**{v.verdict}**" + (f": {v.why}" if v.why else "")
-        rows[c["id"]] = (
-            f"| `{c['id']}`: {_cell(c['text'])} | {_cell(c.get('source', ''))} | "
-            f"{_cell(v.paper)} | {_cell(v.ours)} | {_cell(v.tolerance)} | {_cell(verdict)} | "
-            f"{v.seconds:.0f} | {fig} |"
-        )
-    before = earlier_report(earlier or "", data["paper"])
-    carried = [
-        cid
-        for cid, row in rows.items()
-        if verdict_of(row) == NOT_RUN
-        and verdict_of(before.rows.get(cid, "")) not in (None, NOT_RUN)
-    ]
-    for cid in carried:
-        rows[cid] = carry(before.rows[cid], before.when)
-    counts = Counter(verdict_of(row) for row in rows.values())
-    all_runs = [r for rs in [*runs_by_exp.values(), *rows_by_bench.values()] for r in rs]
-    n_kept = sum(records_root(root) in r["run_dir"].parents for r in all_runs)
-    lines = [
-        f"# Reproduction: {data['paper']}",
+    return Judged(verdicts, runs_by_exp, rows_by_bench)
+
+
+def _row(v: Verdict) -> str:
+    """A verdict as a row of the report's table."""
+    c = v.claim
+    fig = f"[png]({v.figures[0]})" if v.figures else ""
+    verdict = f"**{v.verdict}**" + (f": {v.why}" if v.why else "")
+    return (
+        f"| `{c['id']}`: {_cell(c['text'])} | {_cell(c.get('source', ''))} | "
+        f"{_cell(v.paper)} | {_cell(v.ours)} | {_cell(v.tolerance)} | {_cell(verdict)} | "
+        f"{v.seconds:.0f} | {fig} |"
+    )
+
+
+def _header(
+    paper_name: str,
+    scale: str,
+    root: Path,
+    runs: list[dict],
+    carried: list[str],
+    before: Earlier,
+    counts: Counter,
+) -> list[str]:
+    n_kept = sum(records_root(root) in r["run_dir"].parents for r in runs)
+    return [
+        f"# Reproduction: {paper_name}",
         "",
-        f"Scale: **{scale}**. Hardware: {_hardware(all_runs)}. "
-        f"Generated {time.strftime('%Y-%m-%d %H:%M')} from {len(all_runs)} finished runs under "
+        f"Scale: **{scale}**. Hardware: {_hardware(runs)}. "
+        f"Generated {time.strftime('%Y-%m-%d %H:%M')} from {len(runs)} finished runs under "
         f"`{root}` ({n_kept} of them from their records in `{records_root(root)}`)."
         + (
             f" {len(carried)} verdicts are carried over from the report of {before.when} "
@@ -302,24 +325,29 @@ def write_report(
         ),
         "",
     ]
-    deviations = off_protocol(data["claims"], runs_by_exp)
+
+
+def _deviations(
+    claims: list[dict], runs_by_exp: dict[str, list[dict]], carried: list[str], before: Earlier
+) -> list[str]:
+    """The declared settings other than the paper's, of these runs and of the carried ones."""
+    lines = []
+    deviations = off_protocol(claims, runs_by_exp)
     if deviations:
-        lines += [
-            f"{DEVIATIONS} (declared; verdicts below use them):",
-            "",
-        ]
+        lines += [f"{DEVIATIONS} (declared; verdicts below use them):", ""]
         for exp, extra in deviations.items():
             settings = ", ".join(f"`{k}` ({n} runs)" for k, n in sorted(extra.items()))
             lines.append(f"- {exp}: {settings}")
         lines.append("")
     if carried and before.deviations:
-        lines += [CARRIED_RUNS.format(before.when), ""]
-        lines += [*before.deviations, ""]
-    lines += [
-        "| claim | source | paper | ours | tolerance | verdict | wall s | figure |",
-        "|---|---|---|---|---|---|---|---|",
-    ]
-    lines += list(rows.values())
+        lines += [CARRIED_RUNS.format(before.when), "", *before.deviations, ""]
+    return lines
+
+
+def _notes_and_commands(
+    paper: str, scale: str, claims: list[dict], verdicts: list[Verdict]
+) -> list[str]:
+    lines = []
     notes = [v for v in verdicts if v.claim.get("finding") or v.claim.get("scale_note")]
     if notes:
         lines += ["", "## Findings and declared deviations", ""]
@@ -327,14 +355,14 @@ def write_report(
             for key in ("scale_note", "finding"):
                 if v.claim.get(key):
                     lines.append(f"- `{v.claim['id']}` ({key.replace('_', ' ')}): {v.claim[key]}")
-    outside = dict.fromkeys(c["run_by"] for c in data["claims"] if c.get("run_by"))
+    outside = dict.fromkeys(c["run_by"] for c in claims if c.get("run_by"))
     lines += ["", "## Commands", "", "```", f"make reproduce CLAIMS={paper} SCALE={scale}"]
-    lines += [*outside, "```"]
-    out_dir.mkdir(parents=True, exist_ok=True)
-    path = out_dir / f"{paper}.md"
-    path.write_text("\n".join(lines))
-    not_run = counts.get(NOT_RUN, 0)
-    print(f"{paper}: {dict(counts)} -> {path}" + (f" ({not_run} not run)" if not_run else ""))
+    return lines + [*outside, "```"]
+
+
+def _warn(paper: str, claims: list[dict], rows: dict[str, str], before: Earlier) -> None:
+    """Say on the console what a reader of the report should act on: rows that replace a
+    carried row with fewer runs, and non-reproduced claims without a finding."""
     thinner = {
         cid: pairs for cid in rows if (pairs := fewer_runs(rows[cid], before.rows.get(cid, "")))
     }
@@ -347,12 +375,48 @@ def write_report(
                 for cid, pairs in thinner.items()
             )
         )
-    unexplained = unexplained_failures(data["claims"], rows)
+    unexplained = unexplained_failures(claims, rows)
     if unexplained:
         print(
             f"{paper}: {len(unexplained)} claims are not reproduced and have no `finding:` in "
             f"conf/claims/{paper}.yaml: " + ", ".join(unexplained)
         )
+
+
+def write_report(
+    paper: str, scale: str, root: Path, out_dir: Path, earlier: str | None = None
+) -> Path:
+    """Judge ``paper``'s claims on the runs under ``root`` (live or recorded) and write
+    ``<out_dir>/<paper>.md``. ``earlier`` is the text of an assembled report: a claim left
+    "not run" here keeps its row there if that row has a verdict (:func:`records.carry`)."""
+    data = load_claims(paper)
+    claims = data["claims"]
+    judged = judge_claims(claims, root, scale)
+    rows = {v.claim["id"]: _row(v) for v in judged.verdicts}
+    before = earlier_report(earlier or "", data["paper"])
+    carried = [
+        cid
+        for cid, row in rows.items()
+        if verdict_of(row) == NOT_RUN
+        and verdict_of(before.rows.get(cid, "")) not in (None, NOT_RUN)
+    ]
+    for cid in carried:
+        rows[cid] = carry(before.rows[cid], before.when)
+    counts = Counter(verdict_of(row) for row in rows.values())
+    lines = [
+        *_header(data["paper"], scale, root, judged.runs, carried, before, counts),
+        *_deviations(claims, judged.runs_by_exp, carried, before),
+        "| claim | source | paper | ours | tolerance | verdict | wall s | figure |",
+        "|---|---|---|---|---|---|---|---|",
+        *rows.values(),
+        *_notes_and_commands(paper, scale, claims, judged.verdicts),
+    ]
+    out_dir.mkdir(parents=True, exist_ok=True)
+    path = out_dir / f"{paper}.md"
+    path.write_text("\n".join(lines))
+    not_run = counts.get(NOT_RUN, 0)
+    print(f"{paper}: {dict(counts)} -> {path}" + (f" ({not_run} not run)" if not_run else ""))
+    _warn(paper, claims, rows, before)
     return path
 
 
