@@ -71,6 +71,10 @@ def test_task_config_errors_name_the_key():
         from_conf("task/rbm_learning", train_n=0)
     with pytest.raises(ConfigError, match="ais_groups"):
         from_conf("task/rbm_learning", ais_chains=3, ais_groups=4)
+    with pytest.raises(ConfigError, match="ais_temps_max"):
+        from_conf("task/rbm_learning", ais_temps=1000, ais_temps_max=500)
+    with pytest.raises(ConfigError, match="ais_spread_max"):
+        from_conf("task/rbm_learning", ais_spread_max=-1.0)
 
 
 def test_rbm_learning_cli_ais_close_to_exact(tmp_path):
@@ -88,6 +92,20 @@ def test_rbm_learning_cli_ais_close_to_exact(tmp_path):
     rows = [line for line in (run / "metrics.jsonl").read_text().splitlines()]
     assert sum('"log_z_running"' in row for row in rows) == 1  # step 10 (not 20: final AIS)
     assert (run / "figures" / "loss.png").is_file() and (run / "figures" / "buffer.png").is_file()
+
+
+def test_final_ais_repeats_with_more_temperatures_while_its_groups_disagree(tmp_path):
+    """A spread bound no AIS meets doubles the temperatures up to ais_temps_max (says so on
+    stderr and reports the temperatures used); a loose bound keeps the first AIS."""
+    args = [*EXP, *TINY, "sampler=gwg", "task.n_iters=5", "task.eval_every=5"]
+    strict = ["task.ais_temps=3", "task.ais_temps_max=10", "task.ais_spread_max=1e-9"]
+    p = run_cli([*args, *strict], tmp_path / "strict")
+    assert p.results["ais_temps"] == 10  # 3 -> 6 -> 10 (capped)
+    assert "again with 6" in p.stderr and "again with 10" in p.stderr
+    assert "still" in p.stderr and p.results["log_z_spread"] > 1e-9
+    loose = ["task.ais_temps=3", "task.ais_temps_max=10", "task.ais_spread_max=1e9"]
+    q = run_cli([*args, *loose], tmp_path / "loose")
+    assert q.results["ais_temps"] == 3 and "again with" not in q.stderr
 
 
 @pytest.mark.slow
