@@ -193,17 +193,19 @@ def bench_rows(path: Path) -> list[dict]:
 
 
 def key_value(run: dict, key: str) -> str:
-    """The run's value of ``key`` (an override, a group choice or a dotted config key)."""
+    """The run's value of ``key`` (an override, a group choice or a dotted config key);
+    ``-`` where it has none (absent, null such as ``sampler: null``, or not a leaf)."""
     if key in run["overrides"]:
         return run["overrides"][key]
     if key in run["choices"]:
-        return str(run["choices"][key])
-    node = run.get("config", {})
-    for part in key.split("."):
-        if not isinstance(node, dict) or part not in node:
-            return MISSING
-        node = node[part]
-    return MISSING if isinstance(node, (dict, list)) else str(node)
+        node = run["choices"][key]
+    else:
+        node = run.get("config", {})
+        for part in key.split("."):
+            if not isinstance(node, dict) or part not in node:
+                return MISSING
+            node = node[part]
+    return MISSING if node is None or isinstance(node, (dict, list)) else str(node)
 
 
 def sort_key(v: str):

@@ -86,7 +86,7 @@ def test_paper_values_smoke_note_and_included_experiments(tmp_path):
              choices={"learner": "pcd", "sampler": "gwg"})  # fmt: skip
     main(["table", exp, "--scale", "smoke", "--root", str(tmp_path)])
     md = (tmp_path / "tables" / exp / "smoke" / "table.md").read_text()
-    assert "| pcd | gwg | 5 | 1 | -3.5 |" in md and "| rm | None | - | 1 | -3.1 |" in md
+    assert "| pcd | gwg | 5 | 1 | -3.5 |" in md and "| rm | - | - | 1 | -3.1 |" in md
 
     ebm = "dlp/table1_ebm_learning"
     fake_run(tmp_path, ebm, "smoke", {"dataset": "static_mnist", "sampler": "gwg"},
@@ -113,6 +113,8 @@ def test_where_per_and_config_keys(tmp_path):
     run = collect(tmp_path / "multirun" / exp / "smoke")[0]
     assert key_value(run, "task.target") == key_value(run, "ab_target")  # from run_config.json
     assert key_value(run, "task.nothing") == "-"
+    none = {"overrides": {}, "choices": {"sampler": None}, "config": {"learner": {"s": None}}}
+    assert key_value(none, "sampler") == "-" and key_value(none, "learner.s") == "-"  # not "None"
 
 
 def test_inputs_name_the_trained_model_of_each_dataset(tmp_path, capsys):
