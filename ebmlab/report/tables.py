@@ -8,7 +8,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ebmlab.report.runs import group_runs, logged_rows, row_keys
+from ebmlab.report.runs import MISSING, group_runs, logged_rows, row_keys
 
 
 def _fmt(values: list[float]) -> str:
@@ -58,6 +58,20 @@ def markdown_table(
     return "\n".join(lines) + "\n", [header] + rows
 
 
+def series_label(keys: list[str], values: tuple[str, ...]) -> str:
+    """A curve's legend entry: its group's values, numbers named by their key (a bare "5"
+    says nothing), values the group lacks left out."""
+
+    def part(key: str, value: str) -> str:
+        try:
+            float(value)
+        except ValueError:
+            return value
+        return f"{key.split('.')[-1]}={value}"
+
+    return ", ".join(part(k, v) for k, v in zip(keys, values) if v != MISSING)
+
+
 def curve_figure(
     runs: list[dict], keys: list[str], metric: str, xs=("step", "seconds"), title: str = ""
 ):
@@ -81,7 +95,7 @@ def curve_figure(
             if not curves:
                 continue
             n = min(len(c[0]) for c in curves)
-            series[", ".join(gkey)] = (
+            series[series_label(keys, gkey)] = (
                 np.mean([c[0][:n] for c in curves], 0),
                 np.mean([c[1][:n] for c in curves], 0),
             )

@@ -12,6 +12,7 @@ import yaml
 from ebmlab.report.__main__ import main
 from ebmlab.report.records import archive_runs
 from ebmlab.report.runs import collect, key_value
+from ebmlab.report.tables import series_label
 
 
 def fake_run(root: Path, experiment: str, scale: str, overrides: dict, metrics: dict, **kw):
@@ -239,3 +240,9 @@ def test_reproduction_report_keeps_variant_runs_apart(tmp_path, monkeypatch):
     row = next(line for line in text.splitlines() if "`variant-order`" in line)
     assert "**reproduced**" in row
     assert "`task.n_iters=500` (1 runs)" in text
+
+
+def test_a_curve_label_names_its_numbers_and_leaves_out_what_its_group_lacks():
+    keys = ["learner", "sampler", "learner.sampler_steps", "learner.objective"]
+    assert series_label(keys, ("pcd", "dmala", "5", "-")) == "pcd, dmala, sampler_steps=5"
+    assert series_label(keys, ("rm", "-", "-", "eq3")) == "rm, eq3"
