@@ -23,6 +23,10 @@ from ebmlab.utils.workspace import Workspace, atomic_write_text
 FAULT_ENV = "EBMLAB_FAULT_KILL_AT_STEP"  # test hook: SIGKILL the process after this step
 
 
+def _cpu_and_wall() -> tuple[float, float]:
+    return time.process_time(), time.perf_counter()
+
+
 def hardware_string(device: torch.device) -> str:
     if device.type == "cuda":
         return torch.cuda.get_device_name(device)
@@ -40,6 +44,7 @@ class RunContext:
     scale: str
     choices: dict
     _t0: float = field(default_factory=time.perf_counter)
+    _cpu_from: tuple[float, float] = field(default_factory=_cpu_and_wall)
     _elapsed_before: float = 0.0
     _paused_at: float | None = None
     last_good_step: int | None = None  # step of the newest checkpoint written or loaded
@@ -59,6 +64,15 @@ class RunContext:
     def start_clock(self) -> None:
         """Start timing compute (call after data preparation, before loading a checkpoint)."""
         self._t0 = time.perf_counter()
+        self._cpu_from = _cpu_and_wall()
+
+    def cpu_share(self) -> float:
+        """CPU seconds this process used since the clock started, per wall second and per
+        torch thread: about 1 when its threads had cores to themselves, less when the cores
+        were shared (3 single-thread runs on 2 cores: about 0.67)."""
+        cpu0, wall0 = self._cpu_from
+        cpu, wall = _cpu_and_wall()
+        return (cpu - cpu0) / max(wall - wall0, 1e-9) / torch.get_num_threads()
 
     def _now(self) -> float:
         if self.device.type == "cuda":
@@ -174,6 +188,8 @@ class RunContext:
             "seed": int(self.cfg.seed),
             "choices": self.choices,
         }
+        if self.device.type == "cpu":
+            meta.update(threads=torch.get_num_threads(), cpu_share=round(self.cpu_share(), 3))
         out = {**meta, "metrics": results}
         path = self.run_dir / "results.json"
         atomic_write_text(path, json.dumps(out, indent=2, default=float, allow_nan=False))

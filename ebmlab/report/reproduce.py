@@ -51,7 +51,7 @@ from ebmlab.report.records import (
     records_root,
     verdict_of,
 )
-from ebmlab.report.runs import collect_unfinished
+from ebmlab.report.runs import collect_unfinished, cpu_share_note
 from ebmlab.report.spec import sweep_dir, sweep_keys
 from ebmlab.utils.config import compose_job
 from ebmlab.utils.rundir import NON_IDENTITY_KEYS
@@ -317,7 +317,8 @@ def _header(
             "on this machine."
             if carried
             else ""
-        ),
+        )
+        + (f" {note}" if (note := cpu_share_note(runs)) else ""),
         "",
         "Verdicts: "
         + ", ".join(

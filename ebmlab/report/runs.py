@@ -57,10 +57,26 @@ def collect(sweep_dir: Path) -> list[dict]:
                 "metrics": data["metrics"],
                 "scale": data.get("scale"),
                 "hardware": data.get("hardware"),
+                "cpu_share": data.get("cpu_share"),
                 "seed": data.get("seed"),
             }
         )
     return runs
+
+
+def cpu_share_note(runs: list[dict]) -> str:
+    """A sentence on how much CPU the runs had (``cpu_share`` in results.json: CPU seconds per
+    wall second and thread); "" when none of them says (GPU runs, runs from before it)."""
+    shares = sorted(float(r["cpu_share"]) for r in runs if r.get("cpu_share") is not None)
+    if not shares:
+        return ""
+    median = shares[len(shares) // 2]
+    text = (
+        f"CPU share per thread: median {median:.2f} over {len(shares)} runs (min {shares[0]:.2f})"
+    )
+    if shares[0] < 0.9:
+        text += "; under 1 the cores were shared, so those runs' seconds are contended wall time"
+    return text + "."
 
 
 def logged_rows(run: dict, metric: str) -> list[dict]:

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ebmlab.report.runs import MISSING, group_runs, logged_rows, row_keys
+from ebmlab.report.runs import MISSING, cpu_share_note, group_runs, logged_rows, row_keys
 
 
 def _fmt(values: list[float]) -> str:
@@ -50,7 +50,9 @@ def markdown_table(
         lines.append(f"### {title}\n")
     lines.append(
         f"Scale: **{', '.join(scales)}**. Hardware: {', '.join(hardware)}. "
-        f"Runs: {len(runs)}; mean ± std over seeds where there are several.\n"
+        f"Runs: {len(runs)}; mean ± std over seeds where there are several."
+        + (f" {note}" if (note := cpu_share_note(runs)) else "")
+        + "\n"
     )
     lines.append("| " + " | ".join(header) + " |")
     lines.append("|" + "---|" * len(header))

@@ -107,6 +107,27 @@ def test_run_task_results_logs_and_checkpoints(tmp_path):
     assert ctx.workspace.last.exists() and ctx.last_good_step == 20
 
 
+def test_cpu_share_tells_a_busy_process_from_a_waiting_one(tmp_path, monkeypatch):
+    """cpu_share: CPU seconds per wall second and thread, written into results.json, so a
+    table can say when its runs' seconds were measured on shared cores."""
+    import json
+    import time
+
+    monkeypatch.setattr(torch, "get_num_threads", lambda: 1)
+    ctx = make_ctx(tmp_path)
+    ctx.start_clock()
+    time.sleep(0.3)
+    assert ctx.cpu_share() < 0.2  # sleeping uses no CPU
+    ctx.start_clock()
+    t_end = time.perf_counter() + 0.3
+    while time.perf_counter() < t_end:
+        pass
+    assert ctx.cpu_share() > 0.25  # a busy loop: 1 alone, about 1/3 beside two other runs
+    ctx.write_results({"x": 1.0})
+    out = json.loads((tmp_path / "results.json").read_text())
+    assert out["threads"] == 1 and 0.25 < out["cpu_share"] <= 1.1
+
+
 def test_progress_file_follows_the_checkpoints(tmp_path):
     """progress.json holds the step of the last checkpoint and the run's length, so a report
     can say how far an interrupted run got."""
