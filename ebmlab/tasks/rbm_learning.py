@@ -13,7 +13,8 @@ chains, base = independent Bernoulli of the training mean) and
 The final AIS is trusted only when independent runs agree: its chains are split into
 ``ais_groups`` groups, and while their log Z estimates spread more than ``ais_spread_max``
 nats it is repeated with twice the temperatures, up to ``ais_temps_max`` (the temperatures
-used are reported as ``ais_temps``, and a spread still too wide is said on stderr).
+used are reported as ``ais_temps``, every attempt is logged as ``ais_attempt_*``, and a spread
+still too wide is said on stderr).
 
 For tiny RBMs (min(V, H) <= 20) the exact log Z is reported beside it (``test_ll_exact``).
 """
@@ -158,10 +159,11 @@ class RBMLearning(LoopTask):
     def _final_ais(self, p: Parts, ctx) -> dict:
         """The final AIS, repeated with twice the temperatures while its groups of chains
         disagree by more than ``ais_spread_max`` nats (up to ``ais_temps_max``)."""
-        t0, temps = time.perf_counter(), self.ais_temps
+        t0, temps, attempts = time.perf_counter(), self.ais_temps, []
         while True:
             ais = self._ais(p, temps, ctx, bool(ctx.cfg.progress))
             spread = ais["log_z_spread"]
+            attempts.append({"temps": temps, "log_z": ais["log_z"], "log_z_spread": spread})
             if spread <= self.ais_spread_max or temps >= self.ais_temps_max:
                 break
             more = min(2 * temps, self.ais_temps_max)
@@ -178,7 +180,8 @@ class RBMLearning(LoopTask):
                 f"{temps:,} temperatures; reported as log_z_spread",
                 file=sys.stderr,
             )
-        return {**ais, "ais_temps": temps, "ais_seconds": time.perf_counter() - t0}
+        return {**ais, "ais_temps": temps, "ais_seconds": time.perf_counter() - t0,
+                "attempts": attempts}  # fmt: skip
 
     def evaluate(self, p: Parts, step: int, ctx) -> dict:
         out = {"last_loss": float(p.loss)}
@@ -202,6 +205,8 @@ class RBMLearning(LoopTask):
             ais = self._final_ais(p, ctx)
             ctx.workspace.save(ais, "test_ais")
         ais_seconds, ais_temps = ais.pop("ais_seconds"), ais.pop("ais_temps")
+        for a in ais.pop("attempts"):  # kept with the cached AIS, so a resumed run logs them too
+            ctx.log({f"ais_attempt_{k}": v for k, v in a.items()}, step=n)
         ctx.log({f"final_{k}": v for k, v in ais.items()}, step=n)
         name = ctx.choices.get("sampler", "")
         title = f"RBM learning, {ctx.cfg.dataset.name}, {name} ({ctx.scale})"

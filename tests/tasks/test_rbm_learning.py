@@ -4,6 +4,7 @@ kill/resume."""
 
 from __future__ import annotations
 
+import json
 import math
 
 import pytest
@@ -103,6 +104,9 @@ def test_final_ais_repeats_with_more_temperatures_while_its_groups_disagree(tmp_
     assert p.results["ais_temps"] == 10  # 3 -> 6 -> 10 (capped)
     assert "again with 6" in p.stderr and "again with 10" in p.stderr
     assert "still" in p.stderr and p.results["log_z_spread"] > 1e-9
+    rows = (tmp_path / "strict" / "metrics.jsonl").read_text().splitlines()
+    tried = [json.loads(r)["ais_attempt_temps"] for r in rows if "ais_attempt_temps" in r]
+    assert tried == [3, 6, 10]  # every attempt is kept in the metric log
     loose = ["task.ais_temps=3", "task.ais_temps_max=10", "task.ais_spread_max=1e9"]
     q = run_cli([*args, *loose], tmp_path / "loose")
     assert q.results["ais_temps"] == 3 and "again with" not in q.stderr
