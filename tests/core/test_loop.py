@@ -107,25 +107,22 @@ def test_run_task_results_logs_and_checkpoints(tmp_path):
     assert ctx.workspace.last.exists() and ctx.last_good_step == 20
 
 
-def test_cpu_share_tells_a_busy_process_from_a_waiting_one(tmp_path, monkeypatch):
-    """cpu_share: CPU seconds per wall second and thread, written into results.json, so a
-    table can say when its runs' seconds were measured on shared cores."""
+def test_cpu_share_is_cpu_seconds_per_wall_second_and_thread(tmp_path, monkeypatch):
+    """cpu_share, written into results.json, lets a table say when its runs' seconds were
+    measured on shared cores. A scripted clock keeps the test independent of the machine."""
     import json
-    import time
 
-    monkeypatch.setattr(torch, "get_num_threads", lambda: 1)
+    from ebmlab.core import context
+
+    readings = iter([(10.0, 100.0), (13.0, 104.0), (14.0, 108.0)])  # (cpu s, wall s)
+    monkeypatch.setattr(context, "_cpu_and_wall", lambda: next(readings))
+    monkeypatch.setattr(torch, "get_num_threads", lambda: 2)
     ctx = make_ctx(tmp_path)
-    ctx.start_clock()
-    time.sleep(0.3)
-    assert ctx.cpu_share() < 0.2  # sleeping uses no CPU
-    ctx.start_clock()
-    t_end = time.perf_counter() + 0.3
-    while time.perf_counter() < t_end:
-        pass
-    assert ctx.cpu_share() > 0.25  # a busy loop: 1 alone, about 1/3 beside two other runs
-    ctx.write_results({"x": 1.0})
+    ctx.start_clock()  # (10, 100)
+    assert ctx.cpu_share() == 3.0 / 4.0 / 2  # 3 CPU s in 4 wall s on 2 threads
+    ctx.write_results({"x": 1.0})  # (14, 108): 4 CPU s in 8 wall s on 2 threads
     out = json.loads((tmp_path / "results.json").read_text())
-    assert out["threads"] == 1 and 0.25 < out["cpu_share"] <= 1.1
+    assert out["threads"] == 2 and out["cpu_share"] == 0.25
 
 
 def test_progress_file_follows_the_checkpoints(tmp_path):
