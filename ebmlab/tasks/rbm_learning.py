@@ -180,8 +180,8 @@ class RBMLearning(LoopTask):
                 f"{temps:,} temperatures; reported as log_z_spread",
                 file=sys.stderr,
             )
-        return {**ais, "ais_temps": temps, "ais_seconds": time.perf_counter() - t0,
-                "attempts": attempts}  # fmt: skip
+        seconds = time.perf_counter() - t0
+        return {**ais, "ais_temps": temps, "ais_seconds": seconds, "attempts": attempts}
 
     def evaluate(self, p: Parts, step: int, ctx) -> dict:
         out = {"last_loss": float(p.loss)}
