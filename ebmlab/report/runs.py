@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import socket
+import statistics
 import time
 from collections import defaultdict
 from pathlib import Path
@@ -20,6 +21,7 @@ from ebmlab.utils.logging import read_metrics
 from ebmlab.utils.rundir import LOCATION_KEYS, NON_IDENTITY_KEYS, process_alive
 
 MISSING = "-"
+SHARED_BELOW = 0.9  # a run with less CPU per thread than this shared its cores
 
 
 def _overrides(run_dir: Path) -> dict[str, str]:
@@ -67,15 +69,16 @@ def collect(sweep_dir: Path) -> list[dict]:
 def cpu_share_note(runs: list[dict]) -> str:
     """A sentence on how much CPU the runs had (``cpu_share`` in results.json: CPU seconds per
     wall second and thread); "" when none of them says (GPU runs, runs from before it)."""
-    shares = sorted(float(r["cpu_share"]) for r in runs if r.get("cpu_share") is not None)
+    shares = [float(r["cpu_share"]) for r in runs if r.get("cpu_share") is not None]
     if not shares:
         return ""
-    median = shares[len(shares) // 2]
-    text = (
-        f"CPU share per thread: median {median:.2f} over {len(shares)} runs (min {shares[0]:.2f})"
-    )
-    if shares[0] < 0.9:
-        text += "; under 1 the cores were shared, so those runs' seconds are contended wall time"
+    median, low = statistics.median(shares), min(shares)
+    text = f"CPU share per thread: median {median:.2f} over {len(shares)} runs (min {low:.2f})"
+    if low < SHARED_BELOW:
+        text += (
+            f"; under {SHARED_BELOW} the cores were shared, so those runs' seconds are "
+            "contended wall time"
+        )
     return text + "."
 
 

@@ -250,7 +250,7 @@ def test_a_curve_label_names_its_numbers_and_leaves_out_what_its_group_lacks():
 
 def test_the_cpu_share_note_flags_shared_cores_and_is_silent_without_data():
     assert cpu_share_note([{"cpu_share": None}, {}]) == ""
-    alone = cpu_share_note([{"cpu_share": 0.98}, {"cpu_share": 0.99}])
+    alone = cpu_share_note([{"cpu_share": 0.98}, {"cpu_share": 1.0}])  # median of two: 0.99
     assert "median 0.99 over 2 runs (min 0.98)" in alone and "shared" not in alone
     shared = cpu_share_note([{"cpu_share": 0.66}, {"cpu_share": 0.97}, {"cpu_share": 0.7}])
     assert "median 0.70 over 3 runs (min 0.66)" in shared and "contended" in shared
