@@ -45,6 +45,7 @@ class RunContext:
     choices: dict
     _t0: float = field(default_factory=time.perf_counter)
     _cpu_from: tuple[float, float] = field(default_factory=_cpu_and_wall)
+    _cpu_before: tuple[float, float] = (0.0, 0.0)  # (CPU s per thread, wall s) of earlier processes
     _elapsed_before: float = 0.0
     _paused_at: float | None = None
     last_good_step: int | None = None  # step of the newest checkpoint written or loaded
@@ -66,13 +67,20 @@ class RunContext:
         self._t0 = time.perf_counter()
         self._cpu_from = _cpu_and_wall()
 
-    def cpu_share(self) -> float:
-        """CPU seconds this process used since the clock started, per wall second and per
-        torch thread: about 1 when its threads had cores to themselves, less when the cores
-        were shared (3 single-thread runs on 2 cores: about 0.67)."""
+    def _cpu_totals(self) -> tuple[float, float]:
+        """(CPU seconds per torch thread, wall seconds) since the clock started, summed over
+        the processes of a resumed run up to their last checkpoint."""
         cpu0, wall0 = self._cpu_from
         cpu, wall = _cpu_and_wall()
-        return (cpu - cpu0) / max(wall - wall0, 1e-9) / torch.get_num_threads()
+        before_cpu, before_wall = self._cpu_before
+        return before_cpu + (cpu - cpu0) / torch.get_num_threads(), before_wall + wall - wall0
+
+    def cpu_share(self) -> float:
+        """CPU seconds the run used, per wall second and per torch thread, over all its
+        processes: about 1 when its threads had cores to themselves, less when the cores
+        were shared (3 single-thread runs on 2 cores: about 0.67)."""
+        cpu, wall = self._cpu_totals()
+        return cpu / max(wall, 1e-9)
 
     def _now(self) -> float:
         if self.device.type == "cuda":
@@ -118,6 +126,7 @@ class RunContext:
             "generator": self.generator.get_state(),
             "metrics_offset": self.logger.offset,
             "elapsed": self.elapsed(),
+            "cpu_seconds": self._cpu_totals(),
         }
         self.workspace.save(full, name)
         if name == "last" and self.n_steps is not None:
@@ -145,6 +154,9 @@ class RunContext:
         self._elapsed_before = float(run["elapsed"])
         self._t0 = time.perf_counter()
         self._paused_at = None
+        # checkpoints written before cpu_seconds was kept: this process's share only
+        self._cpu_before = tuple(run.get("cpu_seconds", (0.0, 0.0)))
+        self._cpu_from = _cpu_and_wall()
         self.last_good_step = int(run["step"])
         return state
 

@@ -125,6 +125,33 @@ def test_cpu_share_is_cpu_seconds_per_wall_second_and_thread(tmp_path, monkeypat
     assert out["threads"] == 2 and out["cpu_share"] == 0.25
 
 
+def test_cpu_share_spans_the_processes_of_a_resumed_run(tmp_path, monkeypatch):
+    """A resumed run's cpu_share counts every process up to its last checkpoint, not only the
+    last one; a checkpoint from before cpu_seconds was kept counts as nothing."""
+    import json
+
+    from ebmlab.core import context
+
+    readings = iter([(10.0, 100.0), (13.0, 104.0), (50.0, 200.0), (53.0, 204.0)])
+    monkeypatch.setattr(context, "_cpu_and_wall", lambda: next(readings))
+    monkeypatch.setattr(torch, "get_num_threads", lambda: 2)
+    first = make_ctx(tmp_path)
+    first.start_clock()  # (10, 100)
+    first.save_checkpoint({}, step=1)  # (13, 104): 1.5 CPU s per thread in 4 wall s
+    second = make_ctx(tmp_path)
+    second.load_checkpoint()  # (50, 200)
+    second.write_results({"x": 1.0})  # (53, 204): 1.5 more CPU s per thread in 4 wall s
+    assert json.loads((tmp_path / "results.json").read_text())["cpu_share"] == 3.0 / 8
+
+    readings = iter([(0.0, 0.0), (4.0, 4.0)])
+    ckpt = second.workspace.load("last")
+    del ckpt["_run"]["cpu_seconds"]
+    second.workspace.save(ckpt, "last")
+    third = make_ctx(tmp_path)
+    third.load_checkpoint()  # (0, 0)
+    assert third.cpu_share() == 4.0 / 4.0 / 2
+
+
 def test_progress_file_follows_the_checkpoints(tmp_path):
     """progress.json holds the step of the last checkpoint and the run's length, so a report
     can say how far an interrupted run got."""
