@@ -312,7 +312,8 @@ def _header(
         f"Generated {time.strftime('%Y-%m-%d %H:%M')} from {len(runs)} finished runs under "
         f"`{root}` ({n_kept} of them from their records in `{records_root(root)}`)."
         + (
-            f" {len(carried)} verdicts are carried over from the report of {before.when} "
+            f" {len(carried)} {'verdict is' if len(carried) == 1 else 'verdicts are'} carried"
+            f" over from the report of {before.when} "
             f"(marked), made on {before.hardware}: their runs predate the records and are not "
             "on this machine."
             if carried
@@ -321,9 +322,8 @@ def _header(
         + (f" {note}" if (note := cpu_share_note(runs)) else ""),
         "",
         "Verdicts: "
-        + ", ".join(
-            f"{k}: {counts.get(k, 0)}" for k in ("reproduced", "not reproduced", "not run")
-        ),
+        + ", ".join(f"{k}: {counts.get(k, 0)}" for k in ("reproduced", "not reproduced", "not run"))
+        + f", carried over: {len(carried)}",
         "",
     ]
 
@@ -431,22 +431,26 @@ def unexplained_failures(claims: list[dict], rows: dict[str, str]) -> list[str]:
     ]
 
 
-SUMMARY_HEADER = "| paper | reproduced | not reproduced | not run |"
+SUMMARY_COLUMNS = ("reproduced", "not reproduced", "not run", "carried over")
+SUMMARY_HEADER = "| paper | " + " | ".join(SUMMARY_COLUMNS) + " |"
+SUMMARY_RULE = "|---" * (len(SUMMARY_COLUMNS) + 1) + "|"
+OLD_SUMMARY_HEADER = "| paper | reproduced | not reproduced | not run |"  # before "carried over"
 FIRST_REPORT = "## Reproduction: "
 
 
 def _verdict_counts(report: str) -> list[str]:
-    """The three counts of a report's ``Verdicts:`` line, in SUMMARY_HEADER's order."""
+    """The counts of a report's ``Verdicts:`` line, in SUMMARY_HEADER's order (a report
+    written before verdicts were carried over counts none)."""
     line = next(ln for ln in report.splitlines() if ln.startswith("Verdicts: "))
     counts = dict(part.rsplit(": ", 1) for part in line[len("Verdicts: ") :].split(", "))
-    return [counts[k] for k in ("reproduced", "not reproduced", "not run")]
+    return [counts.get(k, "0") for k in SUMMARY_COLUMNS]
 
 
 def assemble(into: Path, reports: dict[str, Path]) -> None:
     """Rewrite the measured part of a hand-written report file (``docs/reproduction.md``).
 
     What precedes the first ``## Reproduction:`` heading of ``into`` is kept, except that the
-    rows of its summary table (SUMMARY_HEADER; a row belongs to the paper whose key is the
+    rows of its summary table (SUMMARY_HEADER, or the older OLD_SUMMARY_HEADER; a row belongs to the paper whose key is the
     first word of its first cell, case-insensitively; a missing paper gets a row) take the reports'
     verdict counts; then each report follows, in the table's order, its headings one level down.
     """
@@ -454,8 +458,11 @@ def assemble(into: Path, reports: dict[str, Path]) -> None:
     cut = text.find("\n" + FIRST_REPORT)
     lines = (text if cut < 0 else text[: cut + 1]).rstrip("\n").split("\n")
     bodies = {k: path.read_text() for k, path in reports.items()}
+    if OLD_SUMMARY_HEADER in lines:  # a table of four columns gains the fifth
+        i = lines.index(OLD_SUMMARY_HEADER)
+        lines[i : i + 2] = [SUMMARY_HEADER, SUMMARY_RULE]
     if SUMMARY_HEADER not in lines:
-        lines += ["", SUMMARY_HEADER, "|---|---|---|---|"]
+        lines += ["", SUMMARY_HEADER, SUMMARY_RULE]
     at = lines.index(SUMMARY_HEADER) + 2
     end = at
     while end < len(lines) and lines[end].startswith("|"):

@@ -377,12 +377,13 @@ def test_launch_plan_leaves_an_initialised_hydra_as_it_was(_hydra):
 def test_assemble_keeps_the_handwritten_header_and_updates_the_counts(tmp_path):
     from ebmlab.report.reproduce import assemble
 
-    def report(name: str, counts: tuple[int, int, int]) -> Path:
+    def report(name: str, counts: tuple[int, ...]) -> Path:
         path = tmp_path / f"{name}.md"
-        r, nr, nrun = counts
+        r, nr, nrun, *carried = counts  # a report from before carrying has no fourth count
         path.write_text(
             f"# Reproduction: {name} paper\n\nVerdicts: reproduced: {r}, not reproduced: {nr}, "
-            f"not run: {nrun}\n\n## Commands\n\n```\n# a shell comment\nmake reproduce\n```\n"
+            f"not run: {nrun}" + "".join(f", carried over: {c}" for c in carried)
+            + "\n\n## Commands\n\n```\n# a shell comment\nmake reproduce\n```\n"
         )
         return path
 
@@ -395,17 +396,20 @@ def test_assemble_keeps_the_handwritten_header_and_updates_the_counts(tmp_path):
     assemble(
         into,
         {
-            "acs": report("acs", (2, 1, 0)),
+            "acs": report("acs", (2, 1, 0, 2)),
             "dlp": report("dlp", (3, 0, 4)),
-            "ab": report("ab", (0, 0, 7)),
+            "ab": report("ab", (0, 0, 7, 0)),
         },
     )
     text = into.read_text()
     assert "stale body" not in text and "Hand-written intro." in text and "Narrative." in text
+    # the four-column table gains "carried over"
+    assert "| paper | reproduced | not reproduced | not run | carried over |\n|---|---|---|---|---|\n" in text
     assert (
-        "| DLP (Zhang et al.) | 3 | 0 | 4 |" in text and "| ACS (P. et al.) | 2 | 1 | 0 |" in text
+        "| DLP (Zhang et al.) | 3 | 0 | 4 | 0 |" in text
+        and "| ACS (P. et al.) | 2 | 1 | 0 | 2 |" in text
     )
-    assert "| ab | 0 | 0 | 7 |" in text  # a paper missing from the table gets a row
+    assert "| ab | 0 | 0 | 7 | 0 |" in text  # a paper missing from the table gets a row
     # reports follow in the table's order, headings one level down
     heads = [ln for ln in text.splitlines() if ln.startswith("## Reproduction:")]
     assert heads == [
@@ -419,9 +423,9 @@ def test_assemble_keeps_the_handwritten_header_and_updates_the_counts(tmp_path):
     assemble(
         into,
         {
-            "acs": report("acs", (2, 1, 0)),
+            "acs": report("acs", (2, 1, 0, 2)),
             "dlp": report("dlp", (3, 0, 4)),
-            "ab": report("ab", (0, 0, 7)),
+            "ab": report("ab", (0, 0, 7, 0)),
         },
     )
     assert into.read_text() == before  # idempotent

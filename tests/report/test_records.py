@@ -129,8 +129,8 @@ def test_a_verdict_whose_runs_are_gone_is_carried_marked_and_counted(tmp_path, e
     aniso = rows["grbm-fig1-aniso-gibbs-misses-modes"]  # judged afresh, not carried
     assert "**reproduced**" in aniso and "2 (n=1)" in aniso and "carried" not in aniso
     assert "**not run**" in rows["grbm-fig1-iso-langevin-w-adjust-in-modes"]  # nothing to carry
-    assert "Verdicts: reproduced: 2, not reproduced: 0, not run: 32" in text  # carried + fresh
-    assert "1 verdicts are carried over" in text
+    assert "Verdicts: reproduced: 2, not reproduced: 0, not run: 32, carried over: 1\n" in text
+    assert "1 verdict is carried over" in text
     assert f"made on {before.hardware}" in text
     assert f"as the report of {before.when} listed them:" in text
 
