@@ -450,9 +450,10 @@ def assemble(into: Path, reports: dict[str, Path]) -> None:
     """Rewrite the measured part of a hand-written report file (``docs/reproduction.md``).
 
     What precedes the first ``## Reproduction:`` heading of ``into`` is kept, except that the
-    rows of its summary table (SUMMARY_HEADER, or the older OLD_SUMMARY_HEADER; a row belongs to the paper whose key is the
-    first word of its first cell, case-insensitively; a missing paper gets a row) take the reports'
-    verdict counts; then each report follows, in the table's order, its headings one level down.
+    rows of its summary table (SUMMARY_HEADER, or the older OLD_SUMMARY_HEADER, which gains
+    the last column; a row belongs to the paper whose key is the first word of its first cell,
+    case-insensitively; a missing paper gets a row) take the reports' verdict counts; then each
+    report follows, in the table's order, its headings one level down.
     """
     text = into.read_text() if into.exists() else "# Reproduction report (measured)\n\n"
     cut = text.find("\n" + FIRST_REPORT)

@@ -382,7 +382,8 @@ def test_assemble_keeps_the_handwritten_header_and_updates_the_counts(tmp_path):
         r, nr, nrun, *carried = counts  # a report from before carrying has no fourth count
         path.write_text(
             f"# Reproduction: {name} paper\n\nVerdicts: reproduced: {r}, not reproduced: {nr}, "
-            f"not run: {nrun}" + "".join(f", carried over: {c}" for c in carried)
+            f"not run: {nrun}"
+            + "".join(f", carried over: {c}" for c in carried)
             + "\n\n## Commands\n\n```\n# a shell comment\nmake reproduce\n```\n"
         )
         return path
@@ -404,7 +405,8 @@ def test_assemble_keeps_the_handwritten_header_and_updates_the_counts(tmp_path):
     text = into.read_text()
     assert "stale body" not in text and "Hand-written intro." in text and "Narrative." in text
     # the four-column table gains "carried over"
-    assert "| paper | reproduced | not reproduced | not run | carried over |\n|---|---|---|---|---|\n" in text
+    header = "| paper | reproduced | not reproduced | not run | carried over |"
+    assert f"{header}\n|---|---|---|---|---|\n" in text
     assert (
         "| DLP (Zhang et al.) | 3 | 0 | 4 | 0 |" in text
         and "| ACS (P. et al.) | 2 | 1 | 0 | 2 |" in text
