@@ -18,6 +18,7 @@ from tqdm.auto import tqdm
 
 from ebmlab.utils.config import build
 from ebmlab.utils.logging import MetricLogger
+from ebmlab.utils.provenance import code_version
 from ebmlab.utils.workspace import Workspace, atomic_write_text
 
 FAULT_ENV = "EBMLAB_FAULT_KILL_AT_STEP"  # test hook: SIGKILL the process after this step
@@ -197,6 +198,7 @@ class RunContext:
             "task": self.choices.get("task"),
             "scale": self.scale,
             "hardware": hardware_string(self.device),
+            "code": code_version(),
             "seed": int(self.cfg.seed),
             "choices": self.choices,
         }
