@@ -6,9 +6,8 @@ import subprocess
 from pathlib import Path
 
 PACKAGE_ROOT = Path(__file__).resolve().parents[2]
-ARCHIVAL = (
-    Path("ebmlab") / "_archival.txt"
-)  # `git archive` writes the commit into it (export-subst)
+# `git archive` writes the commit into this file (export-subst in .gitattributes)
+ARCHIVAL = Path("ebmlab") / "_archival.txt"
 WATCHED = ("ebmlab", "conf")  # edits here make a checkout "dirty"; run outputs do not
 
 
