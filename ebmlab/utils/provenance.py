@@ -22,12 +22,13 @@ def _git(root: Path, *args: str) -> str | None:
 
 
 def code_version(root: Path = PACKAGE_ROOT) -> str | None:
-    """The commit the code at ``root`` comes from, with ``+dirty`` when tracked files under
-    ``ebmlab/`` or ``conf/`` differ from it; for an export made by ``git archive`` (no
-    ``.git``), the commit written into ``ebmlab/_archival.txt``; otherwise None."""
+    """The commit the code at ``root`` comes from, with ``+dirty`` when ``ebmlab/`` or
+    ``conf/`` differ from it (a file edited, or a new one git does not ignore); for an export
+    made by ``git archive`` (no ``.git``), the commit written into ``ebmlab/_archival.txt``;
+    otherwise None."""
     sha = _git(root, "rev-parse", "HEAD")
     if sha is not None and _git(root, "rev-parse", "--show-toplevel") == str(root.resolve()):
-        changed = _git(root, "status", "--porcelain", "--untracked-files=no", "--", *WATCHED)
+        changed = _git(root, "status", "--porcelain", "--", *WATCHED)
         return sha + ("+dirty" if changed else "")
     archival = root / ARCHIVAL
     text = archival.read_text().strip() if archival.exists() else ""

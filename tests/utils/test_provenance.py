@@ -39,6 +39,10 @@ def test_a_checkout_gives_its_commit_and_says_when_code_was_edited(tmp_path):
     (tmp_path / "outputs").mkdir()
     (tmp_path / "outputs" / "results.json").write_text("{}")  # run outputs are not code
     assert code_version(tmp_path) == sha
+    (tmp_path / "conf").mkdir()
+    (tmp_path / "conf" / "new.yaml").write_text("a: 1\n")  # a config not yet committed
+    assert code_version(tmp_path) == sha + "+dirty"
+    (tmp_path / "conf" / "new.yaml").unlink()
     (tmp_path / "ebmlab" / "a.py").write_text("x = 2\n")
     assert code_version(tmp_path) == sha + "+dirty"
 
