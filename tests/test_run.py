@@ -220,13 +220,13 @@ def test_wandb_offline_run_is_listed_by_wandb_sync(tmp_path):
     assert "Would sync 1 run" in out and run_id in out
 
 
-def test_submitit_local_sweep_runs_every_job_and_resumes(tmp_path):
+def test_local_submitit_sweep_runs_every_job_and_resumes(tmp_path):
     sweep = tmp_path / "sweep"
     args = [
         *TINY_LEARNING,
         "task.n_iters=6",
         "task.eval_every=3",
-        "hydra/launcher=submitit_local",
+        "hydra/launcher=local",
         "sampler=gwg,dmala",
     ]
     run_cli(args, sweep, multirun=True, timeout=900)

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import itertools
 import re
+import warnings
 from pathlib import Path
 
 import pytest
@@ -184,10 +185,23 @@ def test_smoke_scale_changes_sizes():
     assert smoke.dataset.n_side < 25 and smoke.task.n_iters < 10000
 
 
-@pytest.mark.parametrize("launcher", ["slurm", "submitit_local"])
-def test_launchers_compose(launcher):
-    cfg = compose_cfg([f"hydra/launcher={launcher}"])
-    assert "submitit" in cfg.hydra.launcher._target_
+@pytest.mark.parametrize(
+    ("launcher", "target", "settings"),
+    [
+        ("slurm", "SlurmLauncher", {"max_num_timeout": 3, "signal_delay_s": 120}),
+        ("local", "LocalLauncher", {"cpus_per_task": 1, "mem_gb": 4}),
+        ("submitit_local", "LocalLauncher", {}),  # the plugin's own schema, unextended
+    ],
+)
+def test_launchers_compose_without_schema_warnings(launcher, target, settings):
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # implicit schema matching is deprecated in Hydra 1.1
+        cfg = compose_cfg([f"hydra/launcher={launcher}"])
+    launcher_cfg = cfg.hydra.launcher
+    assert launcher_cfg._target_.endswith(target)
+    assert launcher_cfg.submitit_folder.endswith(".submitit/%j")
+    for key, value in settings.items():
+        assert launcher_cfg[key] == value, key
 
 
 @pytest.mark.parametrize("experiment", EXPERIMENTS)
