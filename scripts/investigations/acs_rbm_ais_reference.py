@@ -16,7 +16,11 @@ there are kept (delete results.json to redo them).
 ``--estimator valid`` re-runs the VALID AIS instead (another seed, ``--temps`` temperatures)
 into ``valid_temps_<N>/``: issue 13 asks for enough temperatures that log Z's spread across
 AIS runs (``log_z_spread``, over 4 groups of 25 chains) is under 1 nat, and this checks a run
-whose own 100,000 temperatures left it above that, without retraining it.
+whose own 100,000 temperatures left it above that, without retraining it. ``--chains C``
+(with ``--estimator valid``) runs C chains in the run's 4 groups instead of its 25 per group
+(into ``valid_temps_<N>_chains_<C>/``), and reports, beside the spread of those groups, the
+spread of 25-chain groups of the same chains and the weights' effective sample size
+(sum w)^2 / sum w^2: whether more chains, rather than more temperatures, close the spread.
 """
 
 from __future__ import annotations
@@ -42,7 +46,14 @@ REPO = Path(__file__).resolve().parents[2]
 EXPERIMENTS = ("acs/table1_rbm_learning", "acs/table1_rbm_learning_acs")
 
 
-def evaluate(run: dict, temps: int | None, seed: int, estimator: str = "reference") -> dict:
+def weight_ess(log_w: torch.Tensor) -> float:
+    """(sum w)^2 / sum w^2: how many chains carry the log Z estimate."""
+    return float(torch.exp(2 * torch.logsumexp(log_w, 0) - torch.logsumexp(2 * log_w, 0)))
+
+
+def evaluate(
+    run: dict, temps: int | None, seed: int, estimator: str = "reference", chains: int | None = None
+) -> dict:
     cfg = run["config"]
     model = instantiate(cfg["model"])
     assert isinstance(model, BernoulliRBM), run["run_dir"]
@@ -56,14 +67,20 @@ def evaluate(run: dict, temps: int | None, seed: int, estimator: str = "referenc
     W, b, c = model.parameters_for_ais()
     t0 = time.perf_counter()
     ais = rbm_ais_log_z if estimator == "valid" else rbm_full_model_transition_log_z
-    res = ais(W, b, c, base_b, n_temps, int(cfg["task"]["ais_chains"]), gen, progress=True)
+    n_chains = chains or int(cfg["task"]["ais_chains"])
+    res = ais(W, b, c, base_b, n_temps, n_chains, gen, progress=True)
     mean_lp = mean_log_prob(model, test.x, int(cfg["task"]["eval_chunk"]))
     if estimator == "valid":
+        groups = int(cfg["task"]["ais_groups"])
+        per_group_run = int(cfg["task"]["ais_chains"]) // groups
         return {
+            "chains": n_chains,
+            "log_z_spread_run_group_size": group_spread(res.log_weights, n_chains // per_group_run),
+            "weight_ess": weight_ess(res.log_weights),
             "test_ll": mean_lp - res.log_z,
             "log_z": res.log_z,
             "log_z_stderr": res.log_z_stderr,
-            "log_z_spread": group_spread(res.log_weights, int(cfg["task"]["ais_groups"])),
+            "log_z_spread": group_spread(res.log_weights, groups),
             "run_test_ll": run["metrics"]["test_ll"],
             "run_log_z_spread": run["metrics"]["log_z_spread"],
             "run_temps": run["metrics"]["ais_temps"],
@@ -89,9 +106,14 @@ def main() -> None:
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--samplers", nargs="*", default=[], help="samplers to evaluate")
     ap.add_argument("--estimator", choices=("reference", "valid"), default="reference")
+    ap.add_argument("--chains", type=int, default=None, help="valid estimator: AIS chains")
+    ap.add_argument("--seeds", nargs="*", type=int, default=[], help="training seeds to evaluate")
     a = ap.parse_args()
+    if a.chains and a.estimator != "valid":
+        ap.error("--chains goes with --estimator valid")
     prefix = "valid_" if a.estimator == "valid" else ""
-    out = a.root / "investigations" / "acs_rbm_ais_reference" / f"{prefix}temps_{a.temps or 'own'}"
+    name = f"{prefix}temps_{a.temps or 'own'}" + (f"_chains_{a.chains}" if a.chains else "")
+    out = a.root / "investigations" / "acs_rbm_ais_reference" / name
     out.mkdir(parents=True, exist_ok=True)
     path = out / "results.json"
     done = json.loads(path.read_text()) if path.exists() else {}
@@ -104,21 +126,27 @@ def main() -> None:
                 continue
             if a.samplers and sampler not in a.samplers:
                 continue
+            if a.seeds and run["seed"] not in a.seeds:
+                continue
             print(f"{key}: {run['run_dir']}", flush=True)
-            done[key] = evaluate(run, a.temps, a.seed, a.estimator)
+            done[key] = evaluate(run, a.temps, a.seed, a.estimator, a.chains)
             path.write_text(json.dumps(done, indent=2))
     if a.estimator == "valid":
         rows = [
             "| run | test LL (run: its own AIS) | log Z spread (run) | temperatures (run) "
-            "| test LL (this AIS) | log Z spread | log Z SE | temperatures | AIS seed |",
-            "|---|---|---|---|---|---|---|---|---|",
+            "| test LL (this AIS) | log Z spread | spread, run-size groups | weight ESS "
+            "| log Z SE | chains | temperatures | AIS seed |",
+            "|---|---|---|---|---|---|---|---|---|---|---|---|",
         ]
-        rows += [
-            f"| {key} | {r['run_test_ll']:.2f} | {r['run_log_z_spread']:.2f} "
-            f"| {r['run_temps']:,} | {r['test_ll']:.2f} | {r['log_z_spread']:.2f} "
-            f"| {r['log_z_stderr']:.3f} | {r['temps']:,} | {r['seed']} |"
-            for key, r in sorted(done.items())
-        ]
+        for key, r in sorted(done.items()):
+            ess = f"{r['weight_ess']:.1f}" if "weight_ess" in r else "-"  # older entries
+            rows.append(
+                f"| {key} | {r['run_test_ll']:.2f} | {r['run_log_z_spread']:.2f} "
+                f"| {r['run_temps']:,} | {r['test_ll']:.2f} | {r['log_z_spread']:.2f} "
+                f"| {r.get('log_z_spread_run_group_size', r['log_z_spread']):.2f} | {ess} "
+                f"| {r['log_z_stderr']:.3f} | {r.get('chains', '-')} | {r['temps']:,} "
+                f"| {r['seed']} |"
+            )
         (out / "table.md").write_text("\n".join(rows) + "\n")
         print("\n".join(rows))
         return
