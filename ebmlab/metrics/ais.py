@@ -64,6 +64,17 @@ def group_spread(log_weights: Tensor, n_groups: int) -> float:
     return float(max(ests) - min(ests))
 
 
+def weight_ess(log_weights: Tensor) -> float:
+    """Effective sample size of the importance weights, (sum w)^2 / sum w^2, from log w: how
+    many chains carry the log Z estimate (n for equal weights, 1 when one dominates). A low
+    value with a wide ``group_spread`` means rare chains decide log Z (the intermediate
+    distributions do not mix), which more chains or temperatures cure only slowly."""
+    if log_weights.numel() < 1:
+        raise ValueError("need at least one weight")
+    lw = log_weights.to(torch.float64)
+    return float(torch.exp(2 * torch.logsumexp(lw, 0) - torch.logsumexp(2 * lw, 0)))
+
+
 def _check_betas(betas: Tensor) -> list[float]:
     b = betas.detach().to(torch.float64).cpu()
     if b.dim() != 1 or b.numel() < 2:

@@ -14,7 +14,8 @@ The final AIS is trusted only when independent runs agree: its chains are split 
 ``ais_groups`` groups, and while their log Z estimates spread more than ``ais_spread_max``
 nats it is repeated with twice the temperatures, up to ``ais_temps_max`` (the temperatures
 used are reported as ``ais_temps``, every attempt is logged as ``ais_attempt_*``, and a spread
-still too wide is said on stderr).
+still too wide is said on stderr). ``log_z_weight_ess``, the effective sample size of the AIS
+weights, says whether a wide spread comes from a few chains carrying the estimate.
 
 For tiny RBMs (min(V, H) <= 20) the exact log Z is reported beside it (``test_ll_exact``).
 """
@@ -33,7 +34,7 @@ from ebmlab.errors import check, check_at_least
 from ebmlab.learning.acs_pcd import ACSPCD
 from ebmlab.learning.pcd import PCD
 from ebmlab.learning.rbm_target import training_split
-from ebmlab.metrics.ais import group_spread, rbm_ais_log_z, rbm_exact_log_z
+from ebmlab.metrics.ais import group_spread, rbm_ais_log_z, rbm_exact_log_z, weight_ess
 from ebmlab.metrics.tempered_ais import mean_log_prob
 from ebmlab.models.rbm import BernoulliRBM
 from ebmlab.report.figures.pcd_learning import pcd_figures
@@ -144,12 +145,17 @@ class RBMLearning(LoopTask):
         return info
 
     def _ais(self, p: Parts, n_temps: int, ctx, progress: bool) -> dict:
-        """AIS log Z, its standard error and the spread of its groups of chains."""
+        """AIS log Z, its standard error, the spread of its groups of chains and the weights'
+        effective sample size."""
         W, b, c = p.model.parameters_for_ais()
         g = ctx.generator
         res = rbm_ais_log_z(W, b, c, p.base_b, n_temps, self.ais_chains, g, progress=progress)
-        spread = group_spread(res.log_weights, self.ais_groups)
-        return {"log_z": res.log_z, "log_z_stderr": res.log_z_stderr, "log_z_spread": spread}
+        return {
+            "log_z": res.log_z,
+            "log_z_stderr": res.log_z_stderr,
+            "log_z_spread": group_spread(res.log_weights, self.ais_groups),
+            "log_z_weight_ess": weight_ess(res.log_weights),
+        }
 
     def _with_test_ll(self, p: Parts, ais: dict) -> dict:
         """``ais`` with the test LL it gives, and the exact values for a tiny RBM."""
@@ -168,7 +174,10 @@ class RBMLearning(LoopTask):
         while True:
             ais = self._ais(p, temps, ctx, bool(ctx.cfg.progress))
             spread = ais["log_z_spread"]
-            attempts.append({"temps": temps, "log_z": ais["log_z"], "log_z_spread": spread})
+            ess = ais["log_z_weight_ess"]
+            attempts.append(
+                {"temps": temps, "log_z": ais["log_z"], "log_z_spread": spread, "weight_ess": ess}
+            )
             if spread <= self.ais_spread_max or temps >= self.ais_temps_max:
                 break
             more = min(2 * temps, self.ais_temps_max)

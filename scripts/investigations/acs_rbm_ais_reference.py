@@ -35,7 +35,12 @@ import yaml
 from hydra.utils import instantiate
 
 from ebmlab.learning.rbm_target import training_split
-from ebmlab.metrics.ais import group_spread, rbm_ais_log_z, rbm_full_model_transition_log_z
+from ebmlab.metrics.ais import (
+    group_spread,
+    rbm_ais_log_z,
+    rbm_full_model_transition_log_z,
+    weight_ess,
+)
 from ebmlab.metrics.tempered_ais import mean_log_prob
 from ebmlab.models.rbm import BernoulliRBM
 from ebmlab.report.runs import collect
@@ -44,11 +49,6 @@ from ebmlab.utils.trained_weights import load_trained_weights, resolve_checkpoin
 
 REPO = Path(__file__).resolve().parents[2]
 EXPERIMENTS = ("acs/table1_rbm_learning", "acs/table1_rbm_learning_acs")
-
-
-def weight_ess(log_w: torch.Tensor) -> float:
-    """(sum w)^2 / sum w^2: how many chains carry the log Z estimate."""
-    return float(torch.exp(2 * torch.logsumexp(log_w, 0) - torch.logsumexp(2 * log_w, 0)))
 
 
 def evaluate(

@@ -15,6 +15,7 @@ from ebmlab.metrics.ais import (
     rbm_full_model_transition_log_z,
     rbm_log_prob,
     sigmoid_betas,
+    weight_ess,
 )
 
 pytestmark = pytest.mark.usefixtures("one_thread")
@@ -177,6 +178,18 @@ def test_schedules_and_validation():
         rbm_exact_log_z(W, c, c)
     with pytest.raises(ValueError, match="limited"):
         rbm_exact_log_z(torch.zeros(30, 30), torch.zeros(30), torch.zeros(30))
+
+
+def test_weight_ess_known_answers():
+    assert weight_ess(torch.full((400,), 1234.5, dtype=torch.float64)) == pytest.approx(400)
+    one_heavy = torch.tensor([0.0, 0.0, 0.0, 800.0], dtype=torch.float64)  # exp(800) overflows
+    assert weight_ess(one_heavy) == pytest.approx(1.0)
+    two_of_four = torch.tensor([-math.inf, 5.0, 5.0, -math.inf], dtype=torch.float64)
+    assert weight_ess(two_of_four) == pytest.approx(2.0)
+    w = torch.tensor([1.0, 2.0, 3.0], dtype=torch.float64)  # (1 + 2 + 3)^2 / (1 + 4 + 9)
+    assert weight_ess(w.log()) == pytest.approx(36 / 14)
+    with pytest.raises(ValueError):
+        weight_ess(torch.zeros(0))
 
 
 def test_group_spread_is_the_range_of_the_groups_log_mean_weights():

@@ -89,6 +89,7 @@ def test_rbm_learning_cli_ais_close_to_exact(tmp_path):
     assert abs(r["log_z"] - r["log_z_exact"]) < tol
     assert abs(r["test_ll"] - r["test_ll_exact"]) < tol
     assert 0 < r["log_z_spread"] < 10 * tol  # 4 groups of 25 chains around the same log Z
+    assert 50 < r["log_z_weight_ess"] <= 100  # a tiny RBM's AIS: most of the 100 chains count
     run = tmp_path / "run"
     rows = [line for line in (run / "metrics.jsonl").read_text().splitlines()]
     assert sum('"log_z_running"' in row for row in rows) == 1  # step 10 (not 20: final AIS)
@@ -107,6 +108,8 @@ def test_final_ais_repeats_with_more_temperatures_while_its_groups_disagree(tmp_
     rows = (tmp_path / "strict" / "metrics.jsonl").read_text().splitlines()
     tried = [json.loads(r)["ais_attempt_temps"] for r in rows if "ais_attempt_temps" in r]
     assert tried == [3, 6, 10]  # every attempt is kept in the metric log
+    ess = [json.loads(r)["ais_attempt_weight_ess"] for r in rows if "ais_attempt_temps" in r]
+    assert len(ess) == 3 and all(0 < e <= 100 for e in ess)
     loose = ["task.ais_temps=3", "task.ais_temps_max=10", "task.ais_spread_max=1e9"]
     q = run_cli([*args, *loose], tmp_path / "loose")
     assert q.results["ais_temps"] == 3 and "again with" not in q.stderr
