@@ -103,7 +103,7 @@ def main() -> None:
     ap.add_argument("--root", type=Path, default=REPO / "outputs")
     ap.add_argument("--temps", type=int, default=None, help="default: the run's own ais_temps")
     ap.add_argument("--only", nargs="*", default=[], help="datasets to evaluate")
-    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--seed", type=int, default=0, help="the AIS's own seed")
     ap.add_argument("--samplers", nargs="*", default=[], help="samplers to evaluate")
     ap.add_argument("--estimator", choices=("reference", "valid"), default="reference")
     ap.add_argument("--chains", type=int, default=None, help="valid estimator: AIS chains")
