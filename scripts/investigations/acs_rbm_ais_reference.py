@@ -55,6 +55,14 @@ def evaluate(
     run: dict, temps: int | None, seed: int, estimator: str = "reference", chains: int | None = None
 ) -> dict:
     cfg = run["config"]
+    groups = int(cfg["task"]["ais_groups"])
+    per_group_run = int(cfg["task"]["ais_chains"]) // groups  # the run's chains per group
+    n_chains = chains or int(cfg["task"]["ais_chains"])
+    if n_chains < 2 * per_group_run or n_chains % per_group_run:
+        raise SystemExit(
+            f"--chains must be a multiple of the run's {per_group_run} chains per group, at least "
+            f"{2 * per_group_run} (got {n_chains})"
+        )
     model = instantiate(cfg["model"])
     assert isinstance(model, BernoulliRBM), run["run_dir"]
     load_trained_weights(model, resolve_checkpoint(str(run["run_dir"])), use_ema=False)
@@ -67,12 +75,9 @@ def evaluate(
     W, b, c = model.parameters_for_ais()
     t0 = time.perf_counter()
     ais = rbm_ais_log_z if estimator == "valid" else rbm_full_model_transition_log_z
-    n_chains = chains or int(cfg["task"]["ais_chains"])
     res = ais(W, b, c, base_b, n_temps, n_chains, gen, progress=True)
     mean_lp = mean_log_prob(model, test.x, int(cfg["task"]["eval_chunk"]))
     if estimator == "valid":
-        groups = int(cfg["task"]["ais_groups"])
-        per_group_run = int(cfg["task"]["ais_chains"]) // groups
         return {
             "chains": n_chains,
             "log_z_spread_run_group_size": group_spread(res.log_weights, n_chains // per_group_run),
