@@ -94,9 +94,9 @@ def figure(done: dict, dataset: str, path: Path) -> None:
     fig, ax = plt.subplots(figsize=(6.0, 4.0))
     keys = sorted(k for k in done if k.split(" | ")[0] == dataset)
     learners = sorted({k.split(" | ")[1] for k in keys})
-    draws = sorted({k.split(" | ")[4] for k in keys})
+    draws = sorted({(k.split(" | ")[2], k.split(" | ")[4]) for k in keys})
     for key in keys:
-        _, name, _, _, drawn = key.split(" | ")
+        _, name, seed, _, drawn = key.split(" | ")
         r = done[key]
         bs = sorted(r["mmd_by_beta"], key=float)
         ys = [r["mmd_by_beta"][b]["mmd"] for b in bs]
@@ -108,8 +108,8 @@ def figure(done: dict, dataset: str, path: Path) -> None:
             marker="o",
             capsize=2,
             color=f"C{learners.index(name)}",
-            ls=("-", "--", ":", "-.")[draws.index(drawn) % 4],
-            label=f"{name} ({drawn})",
+            ls=("-", "--", ":", "-.")[draws.index((seed, drawn)) % 4],
+            label=f"{name}, {seed} ({drawn})",
         )
     ticks = sorted({float(b) for k in keys for b in done[k]["mmd_by_beta"]})
     ax.set_xscale("log")
