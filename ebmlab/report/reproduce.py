@@ -345,15 +345,20 @@ def _deviations(
     return lines
 
 
+# What a claim says beside its numbers, in the order a reader needs it: how the run differs
+# from the paper's, how the paper's value or tolerance was read, and what was found.
+NOTE_KEYS = ("scale_note", "note", "tolerance_note", "finding")
+
+
 def _notes_and_commands(
     paper: str, scale: str, claims: list[dict], verdicts: list[Verdict]
 ) -> list[str]:
     lines = []
-    notes = [v for v in verdicts if v.claim.get("finding") or v.claim.get("scale_note")]
+    notes = [v for v in verdicts if any(v.claim.get(key) for key in NOTE_KEYS)]
     if notes:
-        lines += ["", "## Findings and declared deviations", ""]
+        lines += ["", "## Findings, notes and declared deviations", ""]
         for v in notes:
-            for key in ("scale_note", "finding"):
+            for key in NOTE_KEYS:
                 if v.claim.get(key):
                     lines.append(f"- `{v.claim['id']}` ({key.replace('_', ' ')}): {v.claim[key]}")
     outside = dict.fromkeys(c["run_by"] for c in claims if c.get("run_by"))

@@ -558,3 +558,19 @@ def test_an_unfinished_run_is_named_with_its_progress(tmp_path):
     assert "**not run**" in iso and f"the run {running.name} is unfinished (running now" in iso
     assert stopped.name not in iso
     assert "is unfinished (interrupted" in lines["grbm-fig1-aniso-langevin-w-adjust-in-modes"]
+
+
+def test_a_claims_notes_are_printed_beside_its_finding(tmp_path):
+    """How the paper's value or tolerance was read (`note`, `tolerance_note`) is part of the
+    verdict: the report prints them with the finding, in that order, even with no runs."""
+    from ebmlab.report.reproduce import write_report
+
+    text = write_report("dlp", "paper", tmp_path, tmp_path / "rep").read_text()
+    notes = text.split("## Findings, notes and declared deviations")[1].split("## Commands")[0]
+    mine = [ln for ln in notes.splitlines() if ln.startswith("- `dlp-fig3-dula-similar-to-gwg`")]
+    assert [ln.split("(")[1].split(")")[0] for ln in mine] == [
+        "note",
+        "tolerance note",
+        "finding",
+    ]
+    assert "'similar'" in mine[0] and "[0.5, 1.5]" in mine[1] and "floors" in mine[2]
