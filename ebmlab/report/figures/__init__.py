@@ -9,9 +9,9 @@ from pathlib import Path
 from ebmlab.report.figures import (
     density_modeling,
     grbm_gmm,
+    metric_vs_setting,
     multimodal_2d,
     rbm_sampling,
-    sampler_ess,
 )
 
 
@@ -29,8 +29,8 @@ def copy_run_file(runs: list[dict], out: Path, title: str = "", file: str = "") 
 FIGURES = {
     "copy": copy_run_file,
     "density_grid": density_modeling.make,
-    "ess_grid": sampler_ess.make,
     "grbm_gmm": grbm_gmm.make,
+    "metric_vs_setting": metric_vs_setting.make,
     "multimodal_2d": multimodal_2d.make,
     "rbm_sampling": rbm_sampling.make,
 }

@@ -1,0 +1,82 @@
+"""A run's final metric against one numeric setting, one line per value of other keys: DLP
+Fig. 5(c) (log-RMSE of J against sampler steps per iteration, one line per sampler), AB
+Figs. 1-3 right (ESS against alpha, one line per sigma). Each point is the mean over the
+runs that share it (seeds), with the standard deviation as an error bar where there are two
+or more."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import numpy as np
+
+from ebmlab.report.runs import MISSING, key_value
+
+
+def points(runs: list[dict], metric: str, x: str, lines: list[str]) -> dict[str, tuple]:
+    """{line label: (xs, means, sds, counts)} over the runs that have ``x`` and a finite
+    ``metric``; the label joins the ``lines`` keys' values (``key=value``)."""
+    cells: dict[tuple[str, float], list[float]] = {}
+    for r in runs:
+        xv, value = key_value(r, x), r["metrics"].get(metric)
+        if xv == MISSING or not isinstance(value, (int, float)) or not math.isfinite(value):
+            continue
+        label = ", ".join(f"{k.rsplit('.', 1)[-1]}={key_value(r, k)}" for k in lines)
+        cells.setdefault((label, float(xv)), []).append(float(value))
+    if not cells:
+        raise SystemExit(f"no runs with {x!r} and a finite {metric!r}")
+    out = {}
+    for label in sorted({k[0] for k in cells}):
+        xs = sorted(xv for (lb, xv) in cells if lb == label)
+        vals = [np.asarray(cells[(label, xv)]) for xv in xs]
+        out[label] = (
+            xs,
+            [float(v.mean()) for v in vals],
+            [float(v.std(ddof=1)) if len(v) > 1 else 0.0 for v in vals],
+            [len(v) for v in vals],
+        )
+    return out
+
+
+def figure(runs: list[dict], metric: str, x: str, lines: list[str], title="", logx=False):
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(5.5, 3.8))
+    series = points(runs, metric, x, lines)
+    for label, (xs, means, sds, counts) in series.items():
+        lo, hi = min(counts), max(counts)
+        n = f" (n={lo})" if lo == hi else f" (n={lo}-{hi})"
+        ax.errorbar(xs, means, yerr=sds, marker="o", capsize=3, label=label + n)
+    if logx:
+        ax.set_xscale("log")
+        ticks = sorted({v for xs, *_ in series.values() for v in xs})
+        ax.set_xticks(ticks, [f"{v:g}" for v in ticks])
+        ax.minorticks_off()
+    ax.set_xlabel(x)
+    ax.set_ylabel(f"{metric} (final; mean ± sd over seeds)")
+    if title:
+        ax.set_title(title, fontsize=10)
+    ax.legend(fontsize=8)
+    ax.grid(alpha=0.3)
+    fig.tight_layout()
+    return fig
+
+
+def make(
+    runs: list[dict],
+    out: Path,
+    title: str = "",
+    metric: str = "",
+    x: str = "",
+    lines: list[str] | None = None,
+    logx: bool = False,
+) -> list[Path]:
+    import matplotlib.pyplot as plt
+
+    if not metric or not x:
+        raise SystemExit("metric_vs_setting needs options metric and x")
+    fig = figure(runs, metric, x, list(lines or []), title, logx)
+    fig.savefig(out, dpi=120, bbox_inches="tight")
+    plt.close(fig)
+    return [out]
