@@ -24,7 +24,8 @@ A run may carry ``variant_keys`` (set by the report: keys some claim selects on 
 experiment does not sweep, e.g. ``learner.objective``); a run that overrides one of them
 matches only selectors that name it, so a run of a variant (the Hyvarinen objective) never
 counts as a run of the paper's method ({learner: rmwggis}). Other extra overrides (a declared
-shorter ``task.n_steps``) do not stop a match.
+shorter ``task.n_steps``) do not stop a match, but runs at the paper's settings replace such
+runs, and runs at two declared settings are never pooled (the claim is then 'not run').
 ``min_run`` (dotted key -> least value) excludes runs shorter than a claim needs (a GRBM trained
 for 300 of the paper's 50,000 epochs says nothing about the modes it would learn); the verdict
 is then 'not run', with what the short runs would have given.
@@ -44,11 +45,14 @@ from pathlib import Path
 import yaml
 
 from ebmlab.report.runs import MISSING, key_value, logged_rows
+from ebmlab.utils.rundir import NON_IDENTITY_KEYS
 
 REPO = Path(__file__).resolve().parents[2]
 CLAIMS_DIR = REPO / "conf" / "claims"
 KINDS = ("value", "ordering", "ratio", "less_than", "greater_than")
 REPRODUCED, NOT_REPRODUCED, NOT_RUN = "reproduced", "not reproduced", "not run"
+# overrides that never make a run a different setting of a claim
+IGNORED_OVERRIDES = ("seed", "experiment", "scale", *NON_IDENTITY_KEYS)
 
 
 def papers() -> list[str]:
@@ -132,13 +136,37 @@ def _identity(run: dict) -> str:
     return json.dumps(key, sort_keys=True, default=str)
 
 
+class MixedSettings(ValueError):
+    """Runs at more than one declared setting match one selector: pooling them would average,
+    say, a 2,000-iteration run with a 20,000-iteration one."""
+
+
+def declared(run: dict, selector: dict) -> tuple[tuple[str, str], ...]:
+    """The run's command-line settings that neither the selector, nor its experiment's sweep
+    (``run["sweep_keys"]``, set by the report), nor the seed account for: a declared
+    deviation such as a shorter ``task.n_iters``; () for a run at the paper's settings."""
+    skip = {*selector, *run.get("sweep_keys", ()), *IGNORED_OVERRIDES}
+    return tuple(sorted((k, str(v)) for k, v in run["overrides"].items() if k not in skip))
+
+
 def _chosen(runs: list[dict], selector: dict, metric: str) -> list[dict]:
-    """The finished runs matching ``selector`` that report ``metric``, one per config."""
+    """The finished runs matching ``selector`` that report ``metric``, one per config. Where
+    they ran at several declared settings, the runs at the paper's settings are kept; without
+    those the choice is ambiguous (:class:`MixedSettings`)."""
     chosen, seen = [], set()
     for r in runs:
         if matches(r, selector) and metric in r["metrics"] and _identity(r) not in seen:
             seen.add(_identity(r))
             chosen.append(r)
+    settings = {declared(r, selector) for r in chosen}
+    if len(settings) > 1:
+        if () not in settings:
+            names = " | ".join(", ".join(f"{k}={v}" for k, v in s) for s in sorted(settings))
+            raise MixedSettings(
+                f"runs at {len(settings)} declared settings match {label(selector)} ({names}); "
+                "run the paper's settings, or keep the runs of one setting"
+            )
+        chosen = [r for r in chosen if not declared(r, selector)]
     return chosen
 
 
@@ -266,7 +294,10 @@ def judge(claim: dict, runs: list[dict]) -> Verdict:
     ``{learner.n_epochs: 5000}``) ignores runs shorter than that, and says so when only such
     runs were there. A verdict resting on fewer seeds than the claim's ``seeds`` says so."""
     short = {id(r): _too_short(claim, r) for r in runs}
-    v = _judge(claim, [r for r in runs if not short[id(r)]])
+    try:
+        v = _judge(claim, [r for r in runs if not short[id(r)]])
+    except MixedSettings as e:
+        return Verdict(claim, NOT_RUN, str(claim.get("paper", "")), "", "", str(e))
     seeds = int(claim.get("seeds", 1))
     if v.verdict != NOT_RUN and v.seeds < seeds:
         v.why = "; ".join(w for w in (v.why, f"on {v.seeds} of the {seeds} seeds asked for") if w)

@@ -267,10 +267,10 @@ def judge_claims(claims: list[dict], root: Path, scale: str) -> Judged:
         for e in names
     }
     for exp, runs in runs_by_exp.items():
-        keys = selected.get(exp, set()) - sweep_keys(exp) - {"experiment", "scale", "seed"}
-        variant_keys = frozenset(keys)
+        swept = frozenset(sweep_keys(exp))
+        variant_keys = frozenset(selected.get(exp, set()) - swept - {"experiment", "scale", "seed"})
         for r in [*runs, *incomplete_by_exp[exp]]:
-            r["variant_keys"] = variant_keys
+            r["variant_keys"], r["sweep_keys"] = variant_keys, swept
     benches = {c["bench"] for c in claims if c.get("bench")}
     rows_by_bench = {b: bench_recorded(root, bench_name(b, scale)) for b in sorted(benches)}
     verdicts = [
@@ -335,7 +335,11 @@ def _deviations(
     lines = []
     deviations = off_protocol(claims, runs_by_exp)
     if deviations:
-        lines += [f"{DEVIATIONS} (declared; verdicts below use them):", ""]
+        lines += [
+            f"{DEVIATIONS} (declared; a claim judges them where no run at the paper's "
+            "settings matches it, and never pools two settings):",
+            "",
+        ]
         for exp, extra in deviations.items():
             settings = ", ".join(f"`{k}` ({n} runs)" for k, n in sorted(extra.items()))
             lines.append(f"- {exp}: {settings}")

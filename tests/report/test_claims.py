@@ -247,19 +247,42 @@ def test_settings_no_claim_selects_are_declared_as_deviations():
 
 def test_runs_of_a_variant_count_only_for_selectors_that_name_it():
     """A run with an extra override of a key some claim selects on (the Hyvarinen objective)
-    is not a run of the paper's method; a declared shorter run still is."""
+    is not a run of the paper's method; a declared shorter run still is (when no run at the
+    paper's settings is there: see the test below)."""
     paper = run("a", 1.0)
     variant = run("a", 9.0, seed=1)
     variant["overrides"] = {**variant["overrides"], "learner.objective": "hyvarinen"}
     short = run("a", 3.0, seed=2)
     short["overrides"] = {**short["overrides"], "task.n_steps": "20000"}
-    runs = [paper, variant, short]
-    for r in runs:
+    short2 = run("a", 5.0, seed=3)
+    short2["overrides"] = {**short2["overrides"], "task.n_steps": "20000"}
+    runs = [variant, short, short2]
+    for r in [paper, *runs]:
         r["variant_keys"] = frozenset({"learner.objective"})
     c = {"id": "v", "kind": "value", "metric": "m", "paper": 2.0, "tolerance": 0.01}
-    assert C.judge({**c, "where": {"sampler": "a"}}, runs).ours.startswith("2 ± 1.4 (n=2)")
+    assert C.judge({**c, "where": {"sampler": "a"}}, runs).ours.startswith("4 ± 1.4 (n=2)")
     hyv = C.judge({**c, "where": {"sampler": "a", "learner.objective": "hyvarinen"}}, runs)
     assert hyv.ours == "9 (n=1)"
+
+
+def test_runs_at_the_papers_settings_replace_declared_shorter_ones_never_pool_with_them():
+    """A 2,000-iteration run and a 20,000-iteration run of the same method are not two seeds:
+    the run at the paper's settings is judged alone, and runs at two declared settings with
+    none at the paper's are 'not run' with both named, never averaged."""
+    c = {"id": "x", "kind": "value", "metric": "m", "paper": 1.0, "tolerance": 0.5}
+    full, short, shorter = run("a", 1.0), run("a", 80.0), run("a", 90.0, seed=1)
+    short["overrides"] = {**short["overrides"], "task.n_iters": "2000"}
+    shorter["overrides"] = {**shorter["overrides"], "task.n_iters": "500"}
+    swept = run("b", 7.0, seed=1)  # a setting of the experiment's own sweep is not declared
+    for r in (full, short, shorter, swept):
+        r["sweep_keys"] = frozenset({"sampler"})
+    v = C.judge({**c, "where": {"sampler": "a"}}, [short, full, shorter])
+    assert v.verdict == C.REPRODUCED and v.ours.startswith("1 (n=1)")
+    mixed = C.judge({**c, "where": {"sampler": "a"}}, [short, shorter])
+    assert mixed.verdict == C.NOT_RUN and mixed.ours == ""
+    assert "task.n_iters=2000 | task.n_iters=500" in mixed.why
+    spread = {**c, "kind": "less_than", "where": {}, "bound": 100.0, "every_run": True}
+    assert C.judge(spread, [full, swept]).verdict == C.REPRODUCED
 
 
 def test_variant_keys_leave_out_what_the_experiment_sweeps():
