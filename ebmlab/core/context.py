@@ -184,12 +184,9 @@ class RunContext:
         self.logger.log(metrics, step)
 
     def save_figure(self, fig, name: str, step: int = 0) -> Path:
-        import matplotlib.pyplot as plt
+        from ebmlab.utils.plotting import save
 
-        path = self.run_dir / "figures" / f"{name}.png"
-        path.parent.mkdir(parents=True, exist_ok=True)
-        fig.savefig(path, dpi=120, bbox_inches="tight")
-        plt.close(fig)
+        path = save(fig, self.run_dir / "figures" / f"{name}.png")
         self.logger.log_figure(name, path, step)
         return path
 

@@ -125,11 +125,8 @@ def write_table(
     with open(written[1], "w", newline="") as f:
         csv.writer(f).writerows(rows)
     for metric in curves:
-        import matplotlib.pyplot as plt
+        from ebmlab.utils.plotting import save
 
         fig = curve_figure(runs, keys, metric, xs, title)
-        path = out.parent / f"{out.name}_{metric}.png"
-        fig.savefig(path, dpi=120, bbox_inches="tight")
-        plt.close(fig)
-        written.append(path)
+        written.append(save(fig, out.parent / f"{out.name}_{metric}.png"))
     return md, written

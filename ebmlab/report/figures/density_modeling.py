@@ -113,12 +113,10 @@ def make(
     cols: list[str] = ("learner",),
     snapshots: bool = False,
 ) -> list[Path]:
-    import matplotlib.pyplot as plt
+    from ebmlab.utils.plotting import save
 
     fig = grid_figure(runs, list(rows), list(cols), snapshots, title)
-    fig.savefig(out, dpi=120, bbox_inches="tight")
-    plt.close(fig)
-    return [out]
+    return [save(fig, out)]
 
 
 # ---- one run's outputs (written by ebmlab/tasks/density_modeling.py) ----------------------

@@ -39,10 +39,7 @@ def panel_samples(ax, s: torch.Tensor, r: float, title: str) -> None:
 def figure(run_dirs: list[Path], out: Path) -> Path:
     """Fig. 1 from finished runs: rows iso density / samples / aniso density / samples, columns
     ground truth + the five settings (by label; missing runs leave a blank panel)."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    from ebmlab.utils.plotting import plt, save
 
     runs = {}
     for d in run_dirs:
@@ -76,11 +73,7 @@ def figure(run_dirs: list[Path], out: Path) -> Path:
             if row == 0:
                 top.set_title(title, fontsize=9)
     fig.tight_layout()
-    out = Path(out)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(out, dpi=120, bbox_inches="tight")
-    plt.close(fig)
-    return out
+    return save(fig, out)
 
 
 def make(runs: list[dict], out: Path, title: str = "") -> list[Path]:

@@ -72,11 +72,9 @@ def make(
     lines: list[str] | None = None,
     logx: bool = False,
 ) -> list[Path]:
-    import matplotlib.pyplot as plt
+    from ebmlab.utils.plotting import save
 
     if not metric or not x:
         raise SystemExit("metric_vs_setting needs options metric and x")
     fig = figure(runs, metric, x, list(lines or []), title, logx)
-    fig.savefig(out, dpi=120, bbox_inches="tight")
-    plt.close(fig)
-    return [out]
+    return [save(fig, out)]

@@ -56,9 +56,7 @@ def figure(runs: list[dict], title: str = ""):
 
 
 def make(runs: list[dict], out: Path, title: str = "") -> list[Path]:
-    import matplotlib.pyplot as plt
+    from ebmlab.utils.plotting import save
 
     fig = figure(runs, title)
-    fig.savefig(out, dpi=120, bbox_inches="tight")
-    plt.close(fig)
-    return [out]
+    return [save(fig, out)]
