@@ -195,11 +195,22 @@ def test_mismatched_max_nodes_is_exit_2(tmp_path):
     assert p.returncode == 2 and "model.max_nodes" in p.stderr
 
 
+# EBM(GWG): PCD buffer with re-initialisation, the GWG sampler's state, Adam
+TINY_GWG = [
+    "experiment=rmwggis/table2_graphs_gwg",
+    *(a for a in TINY[1:] if not a.startswith("learner.s=")),
+    "learner.buffer_size=4",
+    "learner.sampler_steps=3",
+    "task.buffer_reinit=0.5",
+]
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("kill_at", [2, 4])  # mid-run (checkpoint at 2) / after the last step
-def test_resume_after_kill_matches_uninterrupted(tmp_path, kill_at):
+@pytest.mark.parametrize("tiny", [TINY, TINY_GWG], ids=["rmwggis", "pcd_gwg"])
+def test_resume_after_kill_matches_uninterrupted(tmp_path, kill_at, tiny):
     """SIGKILL after step ``kill_at``, rerun: the same results as one uninterrupted run."""
-    args = TINY + [f"dataset.data_dir={FIXTURE}", "dataset.n_test=1", "task.n_iters=4"]
+    args = tiny + [f"dataset.data_dir={FIXTURE}", "dataset.n_test=1", "task.n_iters=4"]
     full = run_cli(args, tmp_path / "full").results
     env = {"EBMLAB_FAULT_KILL_AT_STEP": str(kill_at)}
     killed = run_cli(args, tmp_path / "res", env=env, check=False)
