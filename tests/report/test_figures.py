@@ -60,5 +60,7 @@ def test_figure_is_written_and_a_figure_without_points_refuses(tmp_path):
     assert out == [tmp_path / "f.png"] and out[0].stat().st_size > 0
     with pytest.raises(SystemExit, match="sampler.alpha"):
         make(RUNS, tmp_path / "g.png", metric="log_rmse", x="sampler.alpha")
+    with pytest.raises(SystemExit, match="sampler must be numeric"):
+        make(RUNS, tmp_path / "i.png", metric="log_rmse", x="sampler")
     with pytest.raises(SystemExit, match="needs options"):
         make(RUNS, tmp_path / "h.png", metric="log_rmse")

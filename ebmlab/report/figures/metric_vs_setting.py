@@ -22,8 +22,12 @@ def points(runs: list[dict], metric: str, x: str, lines: list[str]) -> dict[str,
         xv, value = key_value(r, x), r["metrics"].get(metric)
         if xv == MISSING or not isinstance(value, (int, float)) or not math.isfinite(value):
             continue
+        try:
+            xf = float(xv)
+        except ValueError:
+            raise SystemExit(f"{x} must be numeric to be an axis; a run has {xv!r}") from None
         label = ", ".join(f"{k.rsplit('.', 1)[-1]}={key_value(r, k)}" for k in lines)
-        cells.setdefault((label, float(xv)), []).append(float(value))
+        cells.setdefault((label, xf), []).append(float(value))
     if not cells:
         raise SystemExit(f"no runs with {x!r} and a finite {metric!r}")
     out = {}
@@ -40,7 +44,7 @@ def points(runs: list[dict], metric: str, x: str, lines: list[str]) -> dict[str,
 
 
 def figure(runs: list[dict], metric: str, x: str, lines: list[str], title="", logx=False):
-    import matplotlib.pyplot as plt
+    from ebmlab.utils.plotting import plt
 
     fig, ax = plt.subplots(figsize=(5.5, 3.8))
     series = points(runs, metric, x, lines)
