@@ -27,6 +27,7 @@ from hydra.core.hydra_config import HydraConfig
 from omegaconf import DictConfig, OmegaConf
 
 from ebmlab.report.claims import (
+    IGNORED_OVERRIDES,
     NOT_RUN,
     Verdict,
     judge,
@@ -54,7 +55,6 @@ from ebmlab.report.records import (
 from ebmlab.report.runs import collect_unfinished, cpu_share_note
 from ebmlab.report.spec import sweep_dir, sweep_keys
 from ebmlab.utils.config import compose_job
-from ebmlab.utils.rundir import NON_IDENTITY_KEYS
 
 
 def _target(claim: dict, sel: dict) -> str:
@@ -193,15 +193,11 @@ def off_protocol(claims: list[dict], runs_by_exp: dict[str, list[dict]]) -> dict
     """Experiment -> Counter of the command-line settings its runs used that no claim selects
     and that are not the seed (e.g. ``task.n_steps=20000`` for a declared shorter run), so a
     report never presents a shortened run as the paper's protocol."""
-    chosen = {"seed"} | {k for c in claims for s in selectors(c) for k in s}
-    chosen |= set(NON_IDENTITY_KEYS)
+    chosen = {k for c in claims for s in selectors(c) for k in s} | set(IGNORED_OVERRIDES)
     out: dict[str, Counter] = {}
     for exp, runs in runs_by_exp.items():
         extra = Counter(
-            f"{k}={v}"
-            for r in runs
-            for k, v in r["overrides"].items()
-            if k not in chosen and k not in ("experiment", "scale")
+            f"{k}={v}" for r in runs for k, v in r["overrides"].items() if k not in chosen
         )
         if extra:
             out[exp] = extra

@@ -2,7 +2,7 @@
 Fig. 5(c) (log-RMSE of J against sampler steps per iteration, one line per sampler), AB
 Figs. 1-3 right (ESS against alpha, one line per sigma). Each point is the mean over the
 runs that share it (seeds), with the standard deviation as an error bar where there are two
-or more."""
+or more; runs at other command-line settings are never pooled with them (own line)."""
 
 from __future__ import annotations
 
@@ -11,6 +11,7 @@ from pathlib import Path
 
 import numpy as np
 
+from ebmlab.report.claims import declared
 from ebmlab.report.runs import MISSING, key_value
 
 
@@ -27,6 +28,9 @@ def points(runs: list[dict], metric: str, x: str, lines: list[str]) -> dict[str,
         except ValueError:
             raise SystemExit(f"{x} must be numeric to be an axis; a run has {xv!r}") from None
         label = ", ".join(f"{k.rsplit('.', 1)[-1]}={key_value(r, k)}" for k in lines)
+        # runs at other command-line settings (a declared shorter run) get their own line
+        other = declared(r, {x: None, **dict.fromkeys(lines)})
+        label = ", ".join([label, *(f"{k}={v}" for k, v in other)]) if other else label
         cells.setdefault((label, xf), []).append(float(value))
     if not cells:
         raise SystemExit(f"no runs with {x!r} and a finite {metric!r}")
