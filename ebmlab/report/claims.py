@@ -25,7 +25,9 @@ experiment does not sweep, e.g. ``learner.objective``); a run that overrides one
 matches only selectors that name it, so a run of a variant (the Hyvarinen objective) never
 counts as a run of the paper's method ({learner: rmwggis}). Other extra overrides (a declared
 shorter ``task.n_steps``) do not stop a match, but runs at the paper's settings replace such
-runs, and runs at two declared settings are never pooled (the claim is then 'not run').
+runs, and runs at two declared settings are never pooled (the claim is then 'not run'). An
+ordering or ratio whose sides ran at different settings (a 20,000-iteration run against a
+2,000-iteration one) is judged, and its verdict says what each side ran at.
 ``min_run`` (dotted key -> least value) excludes runs shorter than a claim needs (a GRBM trained
 for 300 of the paper's 50,000 epochs says nothing about the modes it would learn); the verdict
 is then 'not run', with what the short runs would have given.
@@ -104,6 +106,7 @@ class Stat:
     figures: list[str] = field(default_factory=list)
     ses: list[float] | None = None
     seeds: int = 1  # distinct seeds among the runs
+    setting: tuple[tuple[str, str], ...] = ()  # the runs' declared setting (:func:`declared`)
 
     @property
     def mean(self) -> float:
@@ -182,7 +185,20 @@ def collect_metric(runs: list[dict], selector: dict, metric: str) -> Stat | None
         figs,
         [float(s) for s in ses] if all(s is not None for s in ses) else None,
         len({str(r.get("seed")) for r in chosen}),
+        declared(chosen[0], selector),
     )
+
+
+def _unequal_settings(sides: list[tuple[dict, Stat]]) -> str:
+    """'' when every side of a comparison ran at one setting; else what each side ran at, so
+    a reader sees that (say) a 20,000-iteration run was compared with a 2,000-iteration one."""
+    if len({st.setting for _, st in sides}) < 2:
+        return ""
+    at = [
+        f"{label(s)} at " + (", ".join(f"{k}={v}" for k, v in st.setting) or "the paper's")
+        for s, st in sides
+    ]
+    return "sides ran at different settings: " + "; ".join(at)
 
 
 def label(sel) -> str:
@@ -267,6 +283,7 @@ def _ordering(claim: dict, runs: list[dict]) -> Verdict:
     why = "violated: " + "; ".join(fails[:4]) if fails else ""
     if fails and len(gaps_in_se) == len(fails) and max(gaps_in_se) < 2.0:
         why += " (every violation is within 2 standard errors: unresolved at this sample size)"
+    why = "; ".join(w for w in (why, _unequal_settings([x for g in stats for x in g])) if w)
     fewest = min(st.seeds for g in stats for _, st in g)
     verdict = NOT_REPRODUCED if fails else REPRODUCED
     return Verdict(claim, verdict, paper, ours, tol, why, secs, figs, fewest)
@@ -334,7 +351,7 @@ def _judge(claim: dict, runs: list[dict]) -> Verdict:
             paper,
             f"{r:.4g} ({num.fmt()} / {den.fmt()})",
             tol,
-            "",
+            _unequal_settings([(claim["numerator"], num), (claim["denominator"], den)]),
             num.seconds + den.seconds,
             num.figures,
             min(num.seeds, den.seeds),

@@ -285,6 +285,25 @@ def test_runs_at_the_papers_settings_replace_declared_shorter_ones_never_pool_wi
     assert C.judge(spread, [full, swept]).verdict == C.REPRODUCED
 
 
+def test_a_comparison_of_sides_at_different_settings_says_so():
+    """A paper-length run ranked against a declared shorter one is judged, and the verdict
+    names each side's setting; sides at one setting add nothing."""
+    order = {"id": "o", "kind": "ordering", "metric": "m", "direction": "lower"}
+    order["order"] = [{"sampler": "a"}, {"sampler": "b"}]
+    a, b = run("a", 1.0), run("b", 2.0)
+    b["overrides"] = {**b["overrides"], "task.n_iters": "2000"}
+    v = C.judge(order, [a, b])
+    assert v.verdict == C.REPRODUCED
+    assert v.why == (
+        "sides ran at different settings: sampler=a at the paper's; sampler=b at task.n_iters=2000"
+    )
+    ratio = {"id": "r", "kind": "ratio", "metric": "m", "paper": 0.5, "rel_tolerance": 0.1}
+    ratio.update(numerator={"sampler": "a"}, denominator={"sampler": "b"})
+    assert "sampler=b at task.n_iters=2000" in C.judge(ratio, [a, b]).why
+    a["overrides"] = {**a["overrides"], "task.n_iters": "2000"}
+    assert C.judge(order, [a, b]).why == ""
+
+
 def test_variant_keys_leave_out_what_the_experiment_sweeps():
     from ebmlab.report.spec import sweep_keys
 
