@@ -28,10 +28,9 @@ from pathlib import Path
 
 import torch
 from hydra.utils import instantiate
-from torch import Tensor
 
 from ebmlab.metrics.mmd import mmd2_linear_hamming_unbiased, mmd2_linear_hamming_unbiased_se
-from ebmlab.models.base import EnergyModel
+from ebmlab.models.tempered import Tempered
 from ebmlab.report.runs import collect
 from ebmlab.tasks.density_modeling import gibbs_samples
 from ebmlab.utils.trained_weights import load_trained_weights, resolve_checkpoint
@@ -39,18 +38,6 @@ from ebmlab.utils.trained_weights import load_trained_weights, resolve_checkpoin
 REPO = Path(__file__).resolve().parents[2]
 EXPERIMENT = "rmwggis/table1_synthetic"
 BETAS = (1.0, 1.5, 2.0, 3.0, 4.0, 5.0, 6.0, 8.0, 10.0)
-
-
-class Sharpened(EnergyModel):
-    """p(x)^beta: log_prob scaled by beta (beta > 1 cools the model)."""
-
-    def __init__(self, inner: EnergyModel, beta: float):
-        super().__init__()
-        self.inner, self.beta = inner, beta
-        self.dim, self.state_kind, self.n_states = inner.dim, inner.state_kind, inner.n_states
-
-    def log_prob(self, x: Tensor) -> Tensor:
-        return self.beta * self.inner.log_prob(x)
 
 
 def label(run: dict) -> str:
@@ -71,7 +58,7 @@ def evaluate(run: dict, betas, n: int, sweeps: int, seed: int) -> dict:
         g = torch.Generator().manual_seed(seed)
         x0 = (torch.rand(n, data.dim, generator=g) < 0.5).float()
         with torch.no_grad():
-            samples = gibbs_samples(Sharpened(model, beta), x0, sweeps, g)
+            samples = gibbs_samples(Tempered(model, beta), x0, sweeps, g)
         truth = data.sample(n, torch.Generator().manual_seed(seed + 1))
         out[str(beta)] = {
             "mmd": float(mmd2_linear_hamming_unbiased(samples, truth)),

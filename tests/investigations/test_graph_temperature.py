@@ -1,0 +1,44 @@
+"""scripts/investigations/graph_temperature.py and ebmlab.models.tempered: a trained graph
+energy sampled at other temperatures, as the task generates its graphs."""
+
+import json
+
+import pytest
+import torch
+
+from ebmlab.models.tempered import Tempered
+from tests.exactness import frustrated_ising
+from tests.helpers import run_cli
+from tests.investigations.script import load_script
+from tests.tasks.test_graph_generation import FIXTURE, TINY
+
+pytestmark = pytest.mark.usefixtures("one_thread")
+
+
+def test_tempered_scales_log_prob_and_flip_deltas(gen):
+    model = frustrated_ising(5)
+    x = (torch.rand(7, 5, generator=gen) < 0.5).double()
+    hot = Tempered(model, 0.25)
+    torch.testing.assert_close(hot.log_prob(x), 0.25 * model.log_prob(x))
+    torch.testing.assert_close(hot.flip_deltas(x), 0.25 * model.flip_deltas(x))
+    assert hot.dim == 5 and hot.state_kind == "binary"
+    with pytest.raises(ValueError, match="beta must be positive"):
+        Tempered(model, 0.0)
+
+
+def test_heating_a_trained_graph_energy_adds_edges(tmp_path, monkeypatch):
+    """On a tiny trained run: each beta gets a row, beta 1 draws what the task draws (same
+    init and sweeps), and near-infinite temperature gives about half the edge bits on."""
+    run_dir = tmp_path / "run"
+    run_cli(TINY + [f"dataset.data_dir={FIXTURE}", "dataset.n_test=1"], run_dir)
+    script = load_script("graph_temperature")
+    monkeypatch.setattr(script, "OUT", tmp_path / "out")
+    script.main([str(run_dir), "--betas", "0.001", "1", "--samples", "64"])
+    done = json.loads((tmp_path / "out" / "results.json").read_text())
+    assert len(done) == 2
+    rows = {float(k.split(" | ")[1].split()[1]): v for k, v in done.items()}
+    assert rows[0.001]["bit_density"] == pytest.approx(0.5, abs=0.05)
+    assert all(r["avg"] >= 0 and r["edges"] >= 0 for r in rows.values())
+    assert "| 0.001 (1000) |" in (tmp_path / "out" / "table.md").read_text()
+    script.main([str(run_dir), "--betas", "1", "--samples", "64"])  # kept, not redrawn
+    assert json.loads((tmp_path / "out" / "results.json").read_text()) == done
