@@ -18,8 +18,8 @@ nodes and the degree / clustering / orbit MMDs against the test graphs.
 
     python scripts/investigations/graph_temperature.py RUN_DIR [RUN_DIR ...] [--betas 0.25 1 4]
 
-Writes outputs/investigations/graph_temperature/{results.json,table.md}; (run, beta, samples,
-seed) rows already there are kept (delete results.json to redo them).
+Writes outputs/investigations/graph_temperature/{results.json,table.md,temperature.png}; (run,
+beta, samples, seed) rows already there are kept (delete results.json to redo them).
 """
 
 from __future__ import annotations
@@ -98,6 +98,36 @@ def table(done: dict) -> str:
     return "\n".join(rows) + "\n"
 
 
+def figure(done: dict, train_edges: float, path: Path) -> None:
+    """Mean edges and average MMD against the sampling temperature 1/beta, one line per run
+    (and sampling draw); the training graphs' edge count as a dashed line."""
+    from ebmlab.utils.plotting import plt, save
+
+    fig, (ax_e, ax_m) = plt.subplots(1, 2, figsize=(10.0, 3.8))
+    lines: dict[str, list] = {}
+    for key, r in done.items():
+        run, beta, drawn = key.split(" | ")
+        lines.setdefault(f"{run} ({drawn})", []).append((1 / float(beta.split()[1]), r))
+    for name, pts in sorted(lines.items()):
+        pts.sort(key=lambda p: p[0])
+        ts = [t for t, _ in pts]
+        ax_e.plot(ts, [r["edges"] for _, r in pts], marker="o", label=name)
+        ax_m.plot(ts, [r["avg"] for _, r in pts], marker="o", label=name)
+    ax_e.axhline(train_edges, color="grey", ls="--", lw=0.8, label="training graphs")
+    for ax, ylabel in (
+        (ax_e, "mean edges per graph"),
+        (ax_m, "average MMD (degree, clustering, orbit)"),
+    ):
+        ax.set_xscale("log", base=2)
+        ax.set(xlabel="sampling temperature 1/beta (the run's model at 1)", ylabel=ylabel)
+        ax.grid(alpha=0.3)
+    ax_m.set_yscale("log")
+    handles, labels = ax_e.get_legend_handles_labels()
+    fig.legend(handles, labels, loc="upper center", bbox_to_anchor=(0.5, 0.0), ncol=2, fontsize=8)
+    fig.suptitle("Ego-small: trained graph energies sampled at other temperatures")
+    save(fig, path)
+
+
 def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("runs", type=Path, nargs="+", help="finished graph_generation run dirs")
@@ -126,6 +156,8 @@ def main(argv: list[str] | None = None) -> None:
             )
             path.write_text(json.dumps(done, indent=2))
     (OUT / "table.md").write_text(table(done))
+    train = data.train_graphs
+    figure(done, sum(h.number_of_edges() for h in train) / len(train), OUT / "temperature.png")
     print(table(done))
 
 

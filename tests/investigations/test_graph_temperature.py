@@ -42,5 +42,6 @@ def test_heating_a_trained_graph_energy_adds_edges(tmp_path, monkeypatch):
     assert rows[0.001]["edges"] > 2 * rows[1.0]["edges"]
     assert all(r["avg"] >= 0 and r["edges"] >= 0 for r in rows.values())
     assert "| 0.001 (1000) |" in (tmp_path / "out" / "table.md").read_text()
+    assert (tmp_path / "out" / "temperature.png").stat().st_size > 0
     script.main([str(run_dir), "--betas", "1", "--samples", "64"])  # kept, not redrawn
     assert json.loads((tmp_path / "out" / "results.json").read_text()) == done
