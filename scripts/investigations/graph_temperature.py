@@ -11,7 +11,8 @@ RMwGGIS generates graphs with about 80-97 edges (the training graphs have 8.5), 
 Heating any model towards temperature infinity gives independent fair bits: 76.5 of the 153
 possible edges on 18 nodes.
 
-For each finished run directory given (``graph_generation`` task), this draws ``--samples``
+For each run directory given (``graph_generation`` task; its latest checkpoint, or the
+``--checkpoints`` files of one run, finished or still running), this draws ``--samples``
 graphs of p_theta^beta for each ``--betas`` value exactly as the task generates them
 (``task.gen_sweeps`` systematic Gibbs sweeps from the task's ``gen_init``), and reports edges,
 nodes and the degree / clustering / orbit MMDs against the test graphs.
@@ -34,7 +35,7 @@ from hydra.utils import instantiate
 
 from ebmlab.metrics.graph_stats import graph_mmd
 from ebmlab.models.tempered import Tempered
-from ebmlab.report.runs import collect
+from ebmlab.report.runs import collect, collect_unfinished
 from ebmlab.tasks.density_modeling import gibbs_samples
 from ebmlab.tasks.graph_generation import bits_to_graphs, init_bits
 from ebmlab.utils.config import compose_job
@@ -44,27 +45,38 @@ REPO = Path(__file__).resolve().parents[2]
 OUT = REPO / "outputs" / "investigations" / "graph_temperature"
 
 
-def label(run: dict) -> str:
-    cfg, learner = run["config"], run["choices"].get("learner", "?")
-    if run["choices"].get("sampler"):
-        name = f"EBM({run['choices']['sampler'].upper()})"
+def label(run: dict, step: int) -> str:
+    cfg, choices = run["config"], run["choices"]
+    if choices.get("sampler"):
+        name = f"EBM({choices['sampler'].upper()})"
     else:
         lr = cfg["learner"]
-        name = f"{learner} {lr.get('objective', 'eq3')} {lr.get('variant', '')}".strip()
-    return f"{name}, seed {run['seed']}, {cfg['task']['n_iters']:,} iterations"
+        name = f"{choices.get('learner', '?')} {lr.get('objective', 'eq3')} {lr.get('variant', '')}"
+    n = int(cfg["task"]["n_iters"])
+    at = f"{n:,} iterations" if step == n else f"iteration {step:,} of {n:,}"
+    return f"{name.strip()}, seed {run['seed']}, {at}"
 
 
-def load(run_dir: Path):
-    """(run record, trained model, loaded dataset) of one finished graph-generation run."""
-    found = [r for r in collect(run_dir) if r["run_dir"] == run_dir]
-    if not found or "avg" not in found[0]["metrics"]:
-        raise SystemExit(f"{run_dir}: not a finished graph_generation run (no results.json)")
+def load_run(run_dir: Path):
+    """(run record, loaded dataset) of a graph-generation run, finished or not."""
+    found = [r for r in collect(run_dir) + collect_unfinished(run_dir) if r["run_dir"] == run_dir]
+    if not found or "n_iters" not in found[0]["config"].get("task", {}):
+        raise SystemExit(f"{run_dir}: not a graph_generation run directory (no run_config.json)")
     run = found[0]
+    choices, cfg = compose_job([f"{k}={v}" for k, v in run["overrides"].items()])  # as the run was
+    run["choices"] = run["choices"] or choices
+    run["seed"] = run.get("seed", cfg.seed)
+    return run, instantiate(cfg.dataset).load()
+
+
+def load_model(run: dict, path: Path):
+    """(trained model, the iteration its checkpoint was written at)."""
     model = instantiate(run["config"]["model"])
-    load_trained_weights(model, resolve_checkpoint(str(run_dir)), use_ema=False)
+    load_trained_weights(model, path, use_ema=False)
     model.eval()
-    _, cfg = compose_job([f"{k}={v}" for k, v in run["overrides"].items()])  # as the run was
-    return run, model, instantiate(cfg.dataset).load()
+    ck = torch.load(path, map_location="cpu", weights_only=True)
+    step = ck.get("_run", {}).get("step", run["config"]["task"]["n_iters"])
+    return model, int(step)
 
 
 def draw(run: dict, model, data, beta: float, n: int, seed: int) -> dict:
@@ -130,7 +142,15 @@ def figure(done: dict, train_edges: float, path: Path) -> None:
 
 def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("runs", type=Path, nargs="+", help="finished graph_generation run dirs")
+    ap.add_argument("runs", type=Path, nargs="+", help="graph_generation run directories")
+    ap.add_argument(
+        "--checkpoints",
+        type=Path,
+        nargs="*",
+        default=[],
+        help="checkpoint files of the one run given, in place of its latest (e.g. copies of a "
+        "running run's last.pt taken along the way)",
+    )
     ap.add_argument("--betas", type=float, nargs="+", default=[0.25, 1.0, 4.0])
     ap.add_argument("--samples", type=int, default=256)
     ap.add_argument("--seed", type=int, default=0)
@@ -138,23 +158,26 @@ def main(argv: list[str] | None = None) -> None:
     if any(b <= 0 for b in a.betas):
         raise SystemExit(f"--betas must be positive (got {a.betas})")
     OUT.mkdir(parents=True, exist_ok=True)
-    path = OUT / "results.json"
-    done = json.loads(path.read_text()) if path.exists() else {}
+    path_json = OUT / "results.json"
+    done = json.loads(path_json.read_text()) if path_json.exists() else {}
+    if a.checkpoints and len(a.runs) != 1:
+        raise SystemExit("--checkpoints needs exactly one run directory (the run they belong to)")
     for run_dir in a.runs:
-        run, model, data = load(run_dir.resolve())
-        for beta in a.betas:
-            key = f"{label(run)} | beta {beta:g} | {a.samples}, seed {a.seed}"
-            if key in done:
-                continue
-            t0 = time.perf_counter()
-            done[key] = draw(run, model, data, beta, a.samples, a.seed)
-            r = done[key]
-            print(
-                f"{key}: {r['edges']:.1f} edges, avg MMD {r['avg']:.4f} "
-                f"({time.perf_counter() - t0:.0f} s)",
-                flush=True,
-            )
-            path.write_text(json.dumps(done, indent=2))
+        run, data = load_run(run_dir.resolve())
+        for path in a.checkpoints or [resolve_checkpoint(str(run_dir))]:
+            model, step = load_model(run, Path(path))
+            for beta in a.betas:
+                key = f"{label(run, step)} | beta {beta:g} | {a.samples}, seed {a.seed}"
+                if key in done:
+                    continue
+                t0 = time.perf_counter()
+                done[key] = r = draw(run, model, data, beta, a.samples, a.seed)
+                print(
+                    f"{key}: {r['edges']:.1f} edges, avg MMD {r['avg']:.4f} "
+                    f"({time.perf_counter() - t0:.0f} s)",
+                    flush=True,
+                )
+                path_json.write_text(json.dumps(done, indent=2))
     (OUT / "table.md").write_text(table(done))
     train = data.train_graphs
     figure(done, sum(h.number_of_edges() for h in train) / len(train), OUT / "temperature.png")

@@ -45,3 +45,23 @@ def test_heating_a_trained_graph_energy_adds_edges(tmp_path, monkeypatch):
     assert (tmp_path / "out" / "temperature.png").stat().st_size > 0
     script.main([str(run_dir), "--betas", "1", "--samples", "64"])  # kept, not redrawn
     assert json.loads((tmp_path / "out" / "results.json").read_text()) == done
+
+
+def test_checkpoints_of_one_run_are_rows_named_by_their_iteration(tmp_path, monkeypatch):
+    """--checkpoints evaluates the given files of one run (e.g. snapshots of a running one),
+    each row named by the iteration its checkpoint was written at; more than one run with
+    --checkpoints is refused."""
+    run_dir = tmp_path / "run"
+    run_cli(TINY + [f"dataset.data_dir={FIXTURE}", "dataset.n_test=1"], run_dir)
+    script = load_script("graph_temperature")
+    monkeypatch.setattr(script, "OUT", tmp_path / "out")
+    ck = run_dir / "checkpoints"
+    script.main([str(run_dir), "--checkpoints", str(ck / "last.prev.pt"), str(ck / "last.pt")])
+    keys = list(json.loads((tmp_path / "out" / "results.json").read_text()))
+    assert [k.split(" | ")[0].split(", ")[-1] for k in keys][::3] == [
+        "iteration 2 of 3",
+        "3 iterations",
+    ]
+    with pytest.raises(SystemExit, match="exactly one run"):
+        script.main([str(run_dir), str(run_dir), "--checkpoints", str(ck / "last.pt")])
+
