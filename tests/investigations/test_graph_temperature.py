@@ -64,4 +64,3 @@ def test_checkpoints_of_one_run_are_rows_named_by_their_iteration(tmp_path, monk
     ]
     with pytest.raises(SystemExit, match="exactly one run"):
         script.main([str(run_dir), str(run_dir), "--checkpoints", str(ck / "last.pt")])
-
