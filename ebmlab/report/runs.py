@@ -43,6 +43,18 @@ def _config(run_dir: Path) -> dict:
     return (yaml.safe_load(composed.read_text()) or {}) if composed.exists() else {}
 
 
+def _hydra_choices(run_dir: Path) -> dict[str, str]:
+    """The config-group choices Hydra saved for the job (``.hydra/hydra.yaml``), for a run with
+    no ``results.json`` to carry them: so a claim that selects on a group the experiment sets
+    (``sampler: gwg``) can name the unfinished run meant for it."""
+    f = run_dir / ".hydra" / "hydra.yaml"
+    if not f.exists():
+        return {}
+    saved = yaml.safe_load(f.read_text()) or {}
+    choices = saved.get("hydra", {}).get("runtime", {}).get("choices") or {}
+    return {k: v for k, v in choices.items() if not k.startswith("hydra") and v is not None}
+
+
 def collect(sweep_dir: Path) -> list[dict]:
     """One record per finished run below ``sweep_dir``: run_dir, overrides, choices,
     config, metrics, scale, hardware, seed."""
@@ -169,7 +181,7 @@ def collect_unfinished(sweep_dir: Path) -> list[dict]:
             {
                 "run_dir": run_dir,
                 "overrides": _overrides(run_dir) or _dirname_overrides(run_dir),
-                "choices": {},
+                "choices": _hydra_choices(run_dir),
                 "config": _config(run_dir),
                 "metrics": {},
                 "unfinished": _progress(run_dir),

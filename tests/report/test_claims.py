@@ -573,6 +573,9 @@ def test_an_unfinished_run_is_named_with_its_progress(tmp_path):
         return d
 
     running = job("dataset=gmm_iso,grbm_gmm_setting=langevin_w_adjust")
+    (running / ".hydra").mkdir()  # the group choices Hydra saved (here one set by no override)
+    saved = {"hydra": {"runtime": {"choices": {"sampler": "gibbs", "hydra/launcher": "basic"}}}}
+    (running / ".hydra" / "hydra.yaml").write_text(json.dumps(saved))
     progress = {"step": 3200, "n_steps": 5000, "updated": "2026-11-23 07:40 UTC"}
     (running / "progress.json").write_text(json.dumps(progress))
     me = {"pid": os.getpid(), "host": socket.gethostname()}
@@ -588,6 +591,8 @@ def test_an_unfinished_run_is_named_with_its_progress(tmp_path):
     (failed / "status.json").write_text(json.dumps({"exit_code": 1, "message": "diverged"}))
 
     rows = {r["run_dir"].name: r["unfinished"] for r in collect_unfinished(base)}
+    choices = {r["run_dir"].name: r["choices"] for r in collect_unfinished(base)}
+    assert choices[running.name] == {"sampler": "gibbs"} and choices[stopped.name] == {}
     assert set(rows) == {running.name, stopped.name, elsewhere.name}
     assert rows[elsewhere.name] == "held by process 12345 on node-7, no checkpoint yet"
     assert rows[running.name] == (
