@@ -19,8 +19,9 @@ nodes and the degree / clustering / orbit MMDs against the test graphs.
 
     python scripts/investigations/graph_temperature.py RUN_DIR [RUN_DIR ...] [--betas 0.25 1 4]
 
-Writes outputs/investigations/graph_temperature/{results.json,table.md,temperature.png}; (run,
-beta, samples, seed) rows already there are kept (delete results.json to redo them).
+Writes outputs/investigations/graph_temperature/ results.json, table.md, temperature.png and
+(with --checkpoints) checkpoints.png; (run, beta, samples, seed) rows already there are kept
+(delete results.json to redo them).
 """
 
 from __future__ import annotations
@@ -110,34 +111,53 @@ def table(done: dict) -> str:
     return "\n".join(rows) + "\n"
 
 
-def figure(done: dict, train_edges: float, path: Path) -> None:
-    """Mean edges and average MMD against the sampling temperature 1/beta, one line per run
-    (and sampling draw); the training graphs' edge count as a dashed line."""
+def _panels(series: dict, train_edges: float, xlabel: str, title: str, path: Path, log_x: bool):
+    """Mean edges (beside the training graphs') and average MMD against x, a line per series
+    (name -> [(x, result row)])."""
     from ebmlab.utils.plotting import plt, save
 
     fig, (ax_e, ax_m) = plt.subplots(1, 2, figsize=(10.0, 3.8))
-    lines: dict[str, list] = {}
-    for key, r in done.items():
-        run, beta, drawn = key.split(" | ")
-        lines.setdefault(f"{run} ({drawn})", []).append((1 / float(beta.split()[1]), r))
-    for name, pts in sorted(lines.items()):
+    for name, pts in sorted(series.items()):
         pts.sort(key=lambda p: p[0])
-        ts = [t for t, _ in pts]
-        ax_e.plot(ts, [r["edges"] for _, r in pts], marker="o", label=name)
-        ax_m.plot(ts, [r["avg"] for _, r in pts], marker="o", label=name)
+        xs = [x for x, _ in pts]
+        ax_e.plot(xs, [r["edges"] for _, r in pts], marker="o", label=name)
+        ax_m.plot(xs, [r["avg"] for _, r in pts], marker="o", label=name)
     ax_e.axhline(train_edges, color="grey", ls="--", lw=0.8, label="training graphs")
     for ax, ylabel in (
         (ax_e, "mean edges per graph"),
         (ax_m, "average MMD (degree, clustering, orbit)"),
     ):
-        ax.set_xscale("log", base=2)
-        ax.set(xlabel="sampling temperature 1/beta (the run's model at 1)", ylabel=ylabel)
+        ax.set(xlabel=xlabel, ylabel=ylabel)
         ax.grid(alpha=0.3)
+        if log_x:
+            ax.set_xscale("log", base=2)
     ax_m.set_yscale("log")
     handles, labels = ax_e.get_legend_handles_labels()
     fig.legend(handles, labels, loc="upper center", bbox_to_anchor=(0.5, 0.0), ncol=2, fontsize=8)
-    fig.suptitle("Ego-small: trained graph energies sampled at other temperatures")
+    fig.suptitle(title)
     save(fig, path)
+
+
+def figures(done: dict, train_edges: float, out: Path) -> None:
+    """temperature.png: each run's last checkpoint against the sampling temperature 1/beta;
+    checkpoints.png (when --checkpoints rows exist): each run against the iteration its
+    checkpoints were written at, one line per beta."""
+    final, along = {}, {}
+    for key, r in done.items():
+        run, beta, drawn = key.split(" | ")
+        b = float(beta.split()[1])
+        if r.get("step", 0) < r.get("n_iters", 0):
+            along.setdefault(f"{r['run']}, beta {b:g} ({drawn})", []).append((r["step"], r))
+        else:
+            final.setdefault(f"{run} ({drawn})", []).append((1 / b, r))
+    if final:
+        title = "Ego-small: trained graph energies sampled at other temperatures"
+        xlabel = "sampling temperature 1/beta (the run's model at 1)"
+        _panels(final, train_edges, xlabel, title, out / "temperature.png", log_x=True)
+    if along:
+        title = "Ego-small: checkpoints of one run, sampled as the task generates graphs"
+        xlabel = "iteration of the checkpoint"
+        _panels(along, train_edges, xlabel, title, out / "checkpoints.png", log_x=False)
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -171,7 +191,9 @@ def main(argv: list[str] | None = None) -> None:
                 if key in done:
                     continue
                 t0 = time.perf_counter()
-                done[key] = r = draw(run, model, data, beta, a.samples, a.seed)
+                r = draw(run, model, data, beta, a.samples, a.seed)
+                n_iters = int(run["config"]["task"]["n_iters"])
+                done[key] = {**r, "run": label(run, n_iters), "step": step, "n_iters": n_iters}
                 print(
                     f"{key}: {r['edges']:.1f} edges, avg MMD {r['avg']:.4f} "
                     f"({time.perf_counter() - t0:.0f} s)",
@@ -180,7 +202,7 @@ def main(argv: list[str] | None = None) -> None:
                 path_json.write_text(json.dumps(done, indent=2))
     (OUT / "table.md").write_text(table(done))
     train = data.train_graphs
-    figure(done, sum(h.number_of_edges() for h in train) / len(train), OUT / "temperature.png")
+    figures(done, sum(h.number_of_edges() for h in train) / len(train), OUT)
     print(table(done))
 
 

@@ -43,6 +43,7 @@ def test_heating_a_trained_graph_energy_adds_edges(tmp_path, monkeypatch):
     assert all(r["avg"] >= 0 and r["edges"] >= 0 for r in rows.values())
     assert "| 0.001 (1000) |" in (tmp_path / "out" / "table.md").read_text()
     assert (tmp_path / "out" / "temperature.png").stat().st_size > 0
+    assert not (tmp_path / "out" / "checkpoints.png").exists()  # no --checkpoints rows
     script.main([str(run_dir), "--betas", "1", "--samples", "64"])  # kept, not redrawn
     assert json.loads((tmp_path / "out" / "results.json").read_text()) == done
 
@@ -62,5 +63,6 @@ def test_checkpoints_of_one_run_are_rows_named_by_their_iteration(tmp_path, monk
         "iteration 2 of 3",
         "3 iterations",
     ]
+    assert (tmp_path / "out" / "checkpoints.png").stat().st_size > 0  # iteration 2 of 3
     with pytest.raises(SystemExit, match="exactly one run"):
         script.main([str(run_dir), str(run_dir), "--checkpoints", str(ck / "last.pt")])
