@@ -71,6 +71,17 @@ def _reproduce(a) -> None:
         raise SystemExit(code)
 
 
+def _park(a) -> None:
+    from ebmlab.report.records import park_runs, parked_root, unpark_runs
+
+    moved = park_runs(a.root) if a.cmd == "park" else unpark_runs(a.root)
+    where = parked_root(a.root)
+    verb = f"parked in {where}" if a.cmd == "park" else f"restored from {where}"
+    for rel in moved:
+        print(f"{verb}: {rel}")
+    print(f"{len(moved)} run(s) {verb}" + (" (commit it to keep them)" if a.cmd == "park" else ""))
+
+
 def main(argv=None) -> None:
     ap = argparse.ArgumentParser(prog="python -m ebmlab.report", description=__doc__.split("\n")[0])
     sub = ap.add_subparsers(dest="cmd", required=True)
@@ -118,6 +129,13 @@ def main(argv=None) -> None:
         "before the first '## Reproduction:' heading is kept, its summary counts updated",
     )
     c.set_defaults(fn=_reproduce)
+    for name, what in (
+        ("park", "keep every unfinished run's checkpoint in outputs/records/parked/"),
+        ("unpark", "put the parked runs back, for their commands to resume"),
+    ):
+        k = sub.add_parser(name, help=what)
+        k.add_argument("--root", type=Path, default=Path("outputs"))
+        k.set_defaults(fn=_park)
     a = ap.parse_args(argv)
     a.fn(a)
 

@@ -45,6 +45,7 @@ from ebmlab.report.records import (
     bench_name,
     bench_recorded,
     carry,
+    collect_parked,
     collect_recorded,
     earlier_report,
     failed_recorded,
@@ -259,7 +260,9 @@ def judge_claims(claims: list[dict], root: Path, scale: str) -> Judged:
         for sel in selectors(c):
             selected.setdefault(sel.get("experiment", c["experiment"]), set()).update(sel)
     incomplete_by_exp = {  # jobs that failed, and jobs still running or interrupted
-        e: failed_recorded(root, e, scale) + collect_unfinished(sweep_dir(root, e, scale))
+        e: failed_recorded(root, e, scale)
+        + collect_unfinished(sweep_dir(root, e, scale))
+        + collect_parked(root, e, scale)
         for e in names
     }
     for exp, runs in runs_by_exp.items():

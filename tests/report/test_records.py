@@ -1,5 +1,6 @@
 """The committed run records (outputs/records/) and verdicts carried from an earlier report."""
 
+import hashlib
 import json
 import shutil
 
@@ -202,3 +203,80 @@ def test_a_partial_rerun_of_a_carried_row_is_named(tmp_path, capsys):
     assert "fewer runs" not in capsys.readouterr().out
     before = earlier_report(into.read_text(), TITLE).rows["grbm-fig1-iso-gibbs-all-modes"]
     assert fewer_runs(row, before) == [(1, 2)] and fewer_runs(before, before) == []
+
+
+def test_a_parked_run_resumes_on_a_new_machine_as_if_never_stopped(tmp_path):
+    """Killed mid-run, parked, its live directory lost (a new machine), unparked and resumed:
+    the same results and graphs as one uninterrupted run; once finished, its parked copy goes."""
+    from ebmlab.report.records import park_runs, parked_root, unpark_runs
+    from tests.helpers import run_cli
+    from tests.tasks.test_graph_generation import FIXTURE, TIMINGS, TINY_GWG
+
+    args = [*TINY_GWG, f"dataset.data_dir={FIXTURE}", "dataset.n_test=1", "task.n_iters=4"]
+    full = run_cli(args, tmp_path / "full")
+    root = tmp_path / "outputs"
+    run = root / "runs" / "gwg"
+    killed = run_cli(args, run, env={"EBMLAB_FAULT_KILL_AT_STEP": "2"}, check=False)
+    assert killed.returncode != 0 and not (run / "results.json").exists()
+    assert park_runs(root) == [run.relative_to(root)]
+    kept = parked_root(root) / "runs" / "gwg"
+    assert (kept / "checkpoints" / "last.pt").exists() and not (kept / "figures").exists()
+    shutil.rmtree(root / "runs")
+    assert unpark_runs(root) == [run.relative_to(root)]
+    assert unpark_runs(root) == []  # the live run is as far along: nothing to restore
+    resumed = run_cli(args, run)
+    for k in full.results:
+        if k not in TIMINGS:
+            assert resumed.results[k] == full.results[k], k
+    assert (run / "generated_graphs.txt").read_text() == (
+        tmp_path / "full" / "generated_graphs.txt"
+    ).read_text()
+    assert park_runs(root) == [] and not kept.exists()
+
+
+def _started(d, step, n_steps=5000):
+    (d / "checkpoints").mkdir(parents=True)
+    (d / "checkpoints" / "last.pt").write_bytes(f"step {step}".encode())
+    digest = hashlib.sha256(f"step {step}".encode()).hexdigest()
+    (d / "checkpoints" / "last.pt.sha256").write_text(digest)
+    (d / "run_config.json").write_text(json.dumps({"hash": "x", "config": {}}))
+    prog = {"step": step, "n_steps": n_steps, "updated": "2026-11-24 21:00 UTC"}
+    (d / "progress.json").write_text(json.dumps(prog))
+    return d
+
+
+def test_unpark_never_rolls_a_run_back_and_skips_finished_runs(tmp_path):
+    from ebmlab.report.records import parked_root, unpark_runs
+
+    base = sweep_dir(tmp_path, EXP, "paper")
+    kept = sweep_dir(parked_root(tmp_path), EXP, "paper")
+    _started(kept / "behind", 1000)
+    _started(base / "behind", 3000)  # resumed elsewhere and further along than the parked copy
+    _started(kept / "ahead", 3000)
+    _started(base / "ahead", 1000)
+    _started(kept / "lost", 2000)
+    _started(kept / "done", 2000)
+    (base / "done").mkdir(parents=True)
+    (base / "done" / "results.json").write_text("{}")
+    restored = {p.name for p in unpark_runs(tmp_path)}
+    assert restored == {"ahead", "lost"}
+    assert (base / "ahead" / "checkpoints" / "last.pt").read_bytes() == b"step 3000"
+    assert (base / "behind" / "checkpoints" / "last.pt").read_bytes() == b"step 3000"
+    assert not (base / "done" / "checkpoints").exists()
+
+
+def test_a_parked_run_is_named_beside_its_claim(tmp_path):
+    """A claim whose run is parked (not on this machine) says where it stopped and how to go
+    on; once the run is back here, its live progress is named instead."""
+    from ebmlab.report.records import collect_parked, parked_root, unpark_runs
+
+    name = "dataset=gmm_iso,grbm_gmm_setting=langevin_w_adjust"
+    _started(sweep_dir(parked_root(tmp_path), EXP, "paper") / name, 3200)
+    (rows,) = [r["unfinished"] for r in collect_parked(tmp_path, EXP, "paper")]
+    assert rows.startswith("parked at step 3,200 of 5,000 (2026-11-24 21:00 UTC)")
+    text = write_report("grbm", "paper", tmp_path, tmp_path / "rep").read_text()
+    lines = {ln.split("`")[1]: ln for ln in text.splitlines() if ln.startswith("| `")}
+    iso = lines["grbm-fig1-iso-langevin-w-adjust-in-modes"]
+    assert f"the run {name} is unfinished (parked at step 3,200" in iso
+    unpark_runs(tmp_path)
+    assert collect_parked(tmp_path, EXP, "paper") == []
