@@ -49,7 +49,8 @@ OUT = REPO / "outputs" / "investigations" / "graph_temperature"
 def label(run: dict, step: int) -> str:
     cfg, choices = run["config"], run["choices"]
     if choices.get("sampler"):
-        name = f"EBM({choices['sampler'].upper()})"
+        reinit = float(cfg["task"].get("buffer_reinit") or 0)
+        name = f"EBM({choices['sampler'].upper()}" + (f", re-init {reinit:g})" if reinit else ")")
     else:
         lr = cfg["learner"]
         name = f"{choices.get('learner', '?')} {lr.get('objective', 'eq3')} {lr.get('variant', '')}"

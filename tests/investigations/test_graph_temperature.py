@@ -66,3 +66,12 @@ def test_checkpoints_of_one_run_are_rows_named_by_their_iteration(tmp_path, monk
     assert (tmp_path / "out" / "checkpoints.png").stat().st_size > 0  # iteration 2 of 3
     with pytest.raises(SystemExit, match="exactly one run"):
         script.main([str(run_dir), str(run_dir), "--checkpoints", str(ck / "last.pt")])
+
+
+def test_rows_name_the_buffer_reinit_of_a_pcd_run():
+    """Runs that differ only in their buffer re-initialisation get different row names."""
+    label = load_script("graph_temperature").label
+    run = {"config": {"task": {"n_iters": 5000}}, "choices": {"sampler": "gwg"}, "seed": 0}
+    assert label(run, 5000) == "EBM(GWG), seed 0, 5,000 iterations"
+    run["config"]["task"]["buffer_reinit"] = 0.2
+    assert label(run, 4600) == "EBM(GWG, re-init 0.2), seed 0, iteration 4,600 of 5,000"
