@@ -280,3 +280,17 @@ def test_a_parked_run_is_named_beside_its_claim(tmp_path):
     assert f"the run {name} is unfinished (parked at step 3,200" in iso
     unpark_runs(tmp_path)
     assert collect_parked(tmp_path, EXP, "paper") == []
+
+
+def test_parked_runs_are_not_git_ignored():
+    """What `park` writes is meant to be committed: no ignore rule may swallow it."""
+    import subprocess
+    from pathlib import Path
+
+    repo = Path(__file__).resolve().parents[2]
+    if not (repo / ".git").exists():
+        pytest.skip("not a git checkout")
+    kept = "outputs/records/parked/{}/exp/paper/seed=0/checkpoints/last.pt"
+    for sub in ("multirun", "runs"):
+        p = subprocess.run(["git", "check-ignore", "-q", kept.format(sub)], cwd=repo)
+        assert p.returncode == 1, f"{kept.format(sub)} is git-ignored"
