@@ -156,7 +156,7 @@ def figures(done: dict, train_edges: float, out: Path) -> None:
         xlabel = "sampling temperature 1/beta (the run's model at 1)"
         _panels(final, train_edges, xlabel, title, out / "temperature.png", log_x=True)
     if along:
-        title = "Ego-small: checkpoints of one run, sampled as the task generates graphs"
+        title = "Ego-small: checkpoints of training runs, sampled as the task generates graphs"
         xlabel = "iteration of the checkpoint"
         _panels(along, train_edges, xlabel, title, out / "checkpoints.png", log_x=False)
 
