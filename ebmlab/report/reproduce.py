@@ -228,6 +228,21 @@ def _with_incomplete(v, incomplete: list[dict]) -> str:
     return "; ".join([v.why, *notes]) if notes else v.why
 
 
+def _with_on_its_way(v, incomplete: list[dict]) -> str:
+    """A judged verdict's reason extended by the unfinished jobs meant for the claim (a
+    longer run at the paper's settings on its way, say): the verdict may change when they land."""
+    hits = [
+        r
+        for r in incomplete
+        if "failed" not in r and any(matches(r, sel) for sel in selectors(v.claim))
+    ]
+    notes = [f"the run {r['run_dir'].name} is unfinished ({r['unfinished']})" for r in hits]
+    if not notes:
+        return v.why
+    on_way = "; ".join(notes) + "; the verdict may change when it lands"
+    return f"{v.why}; {on_way}" if v.why else on_way
+
+
 def claim_experiments(claims: list[dict]) -> list[str]:
     """Every experiment whose runs the claims read (selectors may name another's)."""
     names = set(experiments(claims))
@@ -252,7 +267,7 @@ class Judged:
 
 def judge_claims(claims: list[dict], root: Path, scale: str) -> Judged:
     """Judge each claim on the finished runs under ``root`` (live or recorded); a claim left
-    "not run" names the failed or unfinished jobs meant for it."""
+    "not run" names the failed or unfinished jobs meant for it, a judged one its unfinished ones."""
     names = claim_experiments(claims)
     runs_by_exp = {e: collect_recorded(root, e, scale) for e in names}
     selected: dict[str, set[str]] = {}  # experiment -> keys its runs are selected on
@@ -277,8 +292,13 @@ def judge_claims(claims: list[dict], root: Path, scale: str) -> Judged:
         for c in claims
     ]
     for v in verdicts:
-        if v.verdict == NOT_RUN and not v.claim.get("bench"):
-            v.why = _with_incomplete(v, claim_runs(v.claim, incomplete_by_exp))
+        if v.claim.get("bench"):
+            continue
+        incomplete = claim_runs(v.claim, incomplete_by_exp)
+        if v.verdict == NOT_RUN:
+            v.why = _with_incomplete(v, incomplete)
+        else:
+            v.why = _with_on_its_way(v, incomplete)
     return Judged(verdicts, runs_by_exp, rows_by_bench)
 
 

@@ -304,6 +304,28 @@ def test_a_comparison_of_sides_at_different_settings_says_so():
     assert C.judge(order, [a, b]).why == ""
 
 
+def test_a_judged_verdict_names_the_unfinished_runs_meant_for_it():
+    """A verdict judged on the runs there are says which longer runs are still on their way
+    (they may change it); failed jobs and jobs of other selectors are not named."""
+    from ebmlab.report.reproduce import _with_on_its_way
+
+    order = {"id": "o", "kind": "ordering", "metric": "m", "direction": "lower"}
+    order["order"] = [{"sampler": "a"}, {"sampler": "b"}]
+    a, b = run("a", 1.0), run("b", 2.0)
+    b["overrides"] = {**b["overrides"], "task.n_iters": "2000"}
+    v = C.judge(order, [a, b])
+    on_way = {**run("b", 0.0), "run_dir": Path("seed=0"), "unfinished": "parked at step 11,500"}
+    failed = {**run("b", 0.0), "run_dir": Path("seed=1"), "failed": "diverged"}
+    other = {**run("c", 0.0), "run_dir": Path("seed=2"), "unfinished": "running now"}
+    why = _with_on_its_way(v, [on_way, failed, other])
+    assert why.startswith(v.why + "; the run seed=0 is unfinished (parked at step 11,500)")
+    assert why.endswith("the verdict may change when it lands")
+    assert "seed=1" not in why and "seed=2" not in why
+    assert _with_on_its_way(v, [failed, other]) == v.why
+    v.why = ""
+    assert _with_on_its_way(v, [on_way]).startswith("the run seed=0 is unfinished")
+
+
 def test_variant_keys_leave_out_what_the_experiment_sweeps():
     from ebmlab.report.spec import sweep_keys
 
