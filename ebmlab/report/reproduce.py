@@ -214,11 +214,16 @@ def _cell(text: str) -> str:
     return str(text).replace("|", "\\|").replace("\n", " ")
 
 
+def _meant_for(v, incomplete: list[dict]) -> list[dict]:
+    """The incomplete jobs whose settings match one of the claim's selectors."""
+    return [r for r in incomplete if any(matches(r, sel) for sel in selectors(v.claim))]
+
+
 def _with_incomplete(v, incomplete: list[dict]) -> str:
     """A 'not run' reason extended by the failed and the unfinished jobs that were meant for
     the claim (their settings match one of its selectors), so that a failure is reported, not
     hidden, and a run on its way is said to be."""
-    hits = [r for r in incomplete if any(matches(r, sel) for sel in selectors(v.claim))]
+    hits = _meant_for(v, incomplete)
     notes = [
         f"the run {r['run_dir'].name} failed: {r['failed']}"
         if "failed" in r
@@ -231,11 +236,7 @@ def _with_incomplete(v, incomplete: list[dict]) -> str:
 def _with_on_its_way(v, incomplete: list[dict]) -> str:
     """A judged verdict's reason extended by the unfinished jobs meant for the claim (a
     longer run at the paper's settings on its way, say): the verdict may change when they land."""
-    hits = [
-        r
-        for r in incomplete
-        if "failed" not in r and any(matches(r, sel) for sel in selectors(v.claim))
-    ]
+    hits = [r for r in _meant_for(v, incomplete) if "failed" not in r]
     notes = [f"the run {r['run_dir'].name} is unfinished ({r['unfinished']})" for r in hits]
     if not notes:
         return v.why
