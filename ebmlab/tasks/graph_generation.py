@@ -176,6 +176,9 @@ class GraphGeneration(LoopTask):
         graphs = bits_to_graphs(p.bits, p.data.max_nodes)
         figures.write_graphs(ctx.run_dir / "generated_graphs.txt", graphs)
         method = ctx.choices.get("learner", "")
+        objective = ctx.cfg.learner.get("objective")
+        if objective:
+            method += f" ({objective} objective)"
         if p.learner.needs_sampler:
             method += f" ({ctx.choices.get('sampler', '')})"
         evals = [r for r in history.rows if "avg" in r]
