@@ -95,13 +95,15 @@ def _check_device(name: str):
     return device
 
 
-def _print_results(results: dict, run_dir: Path, note: str = "") -> None:
+def _print_results(results: dict, run_dir: Path, note: str = "", warnings=()) -> None:
     print(f"\nResults{note}:")
     for k, v in results.items():
         if isinstance(v, float):
             print(f"  {k:<32} {v:.6g}")
         elif isinstance(v, (int, str, bool)):
             print(f"  {k:<32} {v}")
+    for w in warnings:
+        print(f"Warning (also in results.json): {w}")
     print(f"Run directory: {run_dir}")
 
 
@@ -163,7 +165,7 @@ def _run(cfg: DictConfig, run_dir: Path, choices: dict) -> tuple[dict, str]:
             raise RunFailure(EXIT_FAILED, f"{e}; {rundir.kept_checkpoint(ctx)}") from None
         finally:
             logger.finish(exit_code)
-    _print_results(results, run_dir)
+    _print_results(results, run_dir, warnings=ctx.warnings)
     return results, task.main_metric
 
 

@@ -52,6 +52,7 @@ class RunContext:
     last_good_step: int | None = None  # step of the newest checkpoint written or loaded
     totals: Any = None  # the loop's Totals (per-step sums), set by run_task
     n_steps: int | None = None  # the run's length in steps, set by run_task (for progress.json)
+    warnings: list[str] = field(default_factory=list)  # finite but suspect numbers (core.health)
 
     # ---- components -------------------------------------------------------------------
     def has(self, group: str) -> bool:
@@ -202,6 +203,8 @@ class RunContext:
         if self.device.type == "cpu":
             meta.update(threads=torch.get_num_threads(), cpu_share=round(self.cpu_share(), 3))
         out = {**meta, "metrics": results}
+        if self.warnings:
+            out["warnings"] = list(self.warnings)
         path = self.run_dir / "results.json"
         atomic_write_text(path, json.dumps(out, indent=2, default=float, allow_nan=False))
         self.logger.summary(results)

@@ -23,6 +23,7 @@ from typing import Any
 import torch
 from torch import Tensor
 
+from ebmlab.core.health import Health
 from ebmlab.errors import ConfigError, DivergenceError
 
 
@@ -205,7 +206,9 @@ def _guarded_step(task, parts, step: int, ctx):
 
 
 def run_task(task, ctx) -> dict:
-    """Build, resume, loop, finish. Returns the results (all finite) for ``results.json``."""
+    """Build, resume, loop, finish. Returns the results (all finite) for ``results.json``;
+    warnings about finite but suspect numbers (:mod:`ebmlab.core.health`) go to ``ctx.warnings``."""
+    health = Health.from_config(ctx.cfg.get("health"))
     parts = task.build(ctx)
     cadence: Cadence = task.cadence(parts)
     history = History()
@@ -219,6 +222,7 @@ def run_task(task, ctx) -> dict:
         task.load_state_dict(parts, ckpt["task"])
         history = History(ckpt["history"])
         totals.load_state_dict(ckpt["totals"])
+        health.load_state_dict(ckpt.get("health"))
         start = int(ckpt["_run"]["step"])
     ctx.last_good_step = start if ckpt is not None else None
     bar = ctx.progress(cadence.n_steps, initial=start, desc=task.progress_desc or "run")
@@ -232,7 +236,9 @@ def run_task(task, ctx) -> dict:
                     check_finite(metrics, step, "an evaluated metric")
                     row = {"step": step, "seconds": ctx.elapsed(), **metrics}
                     history.append(row)
-                    ctx.log({**totals.window(), **row}, step=step)  # evaluated values win
+                    window = totals.window()
+                    health.observe(window, step)
+                    ctx.log({**window, **row}, step=step)  # evaluated values win
                     main = metrics.get(task.main_metric)
                     if isinstance(main, float):
                         bar.set_postfix({task.main_metric: f"{main:.4g}"}, refresh=False)
@@ -245,6 +251,7 @@ def run_task(task, ctx) -> dict:
                             "task": state,
                             "history": history.state_dict(),
                             "totals": totals.state_dict(),
+                            "health": health.state_dict(),
                         },
                         step=step,
                     )
@@ -253,10 +260,12 @@ def run_task(task, ctx) -> dict:
             ctx.maybe_fault(step)
     except DivergenceError as e:
         bar.close()
+        ctx.warnings = health.messages()
         results = task.on_divergence(parts, e, history, ctx)
         check_finite(results, e.step, "a result")
         return results
     bar.close()
+    ctx.warnings = health.messages()
     results = task.finish(parts, history, ctx)
     check_finite(results, step, "a result")
     return results

@@ -57,6 +57,12 @@ REPRODUCED, NOT_REPRODUCED, NOT_RUN = "reproduced", "not reproduced", "not run"
 IGNORED_OVERRIDES = ("seed", "experiment", "scale", *NON_IDENTITY_KEYS)
 
 
+def ignored_override(key: str) -> bool:
+    """An override that never makes a run a different setting (``health.min_accept_rate``
+    counts as its group ``health``)."""
+    return key in IGNORED_OVERRIDES or key.split(".")[0] in NON_IDENTITY_KEYS
+
+
 def papers() -> list[str]:
     return sorted(p.stem for p in CLAIMS_DIR.glob("*.yaml"))
 
@@ -148,8 +154,14 @@ def declared(run: dict, selector: dict) -> tuple[tuple[str, str], ...]:
     """The run's command-line settings that neither the selector, nor its experiment's sweep
     (``run["sweep_keys"]``, set by the report), nor the seed account for: a declared
     deviation such as a shorter ``task.n_iters``; () for a run at the paper's settings."""
-    skip = {*selector, *run.get("sweep_keys", ()), *IGNORED_OVERRIDES}
-    return tuple(sorted((k, str(v)) for k, v in run["overrides"].items() if k not in skip))
+    skip = {*selector, *run.get("sweep_keys", ())}
+    return tuple(
+        sorted(
+            (k, str(v))
+            for k, v in run["overrides"].items()
+            if k not in skip and not ignored_override(k)
+        )
+    )
 
 
 def _chosen(runs: list[dict], selector: dict, metric: str) -> list[dict]:

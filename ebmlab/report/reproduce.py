@@ -27,9 +27,9 @@ from hydra.core.hydra_config import HydraConfig
 from omegaconf import DictConfig, OmegaConf
 
 from ebmlab.report.claims import (
-    IGNORED_OVERRIDES,
     NOT_RUN,
     Verdict,
+    ignored_override,
     judge,
     load_claims,
     matches,
@@ -194,11 +194,14 @@ def off_protocol(claims: list[dict], runs_by_exp: dict[str, list[dict]]) -> dict
     """Experiment -> Counter of the command-line settings its runs used that no claim selects
     and that are not the seed (e.g. ``task.n_steps=20000`` for a declared shorter run), so a
     report never presents a shortened run as the paper's protocol."""
-    chosen = {k for c in claims for s in selectors(c) for k in s} | set(IGNORED_OVERRIDES)
+    chosen = {k for c in claims for s in selectors(c) for k in s}
     out: dict[str, Counter] = {}
     for exp, runs in runs_by_exp.items():
         extra = Counter(
-            f"{k}={v}" for r in runs for k, v in r["overrides"].items() if k not in chosen
+            f"{k}={v}"
+            for r in runs
+            for k, v in r["overrides"].items()
+            if k not in chosen and not ignored_override(k)
         )
         if extra:
             out[exp] = extra
@@ -242,6 +245,14 @@ def _with_on_its_way(v, incomplete: list[dict]) -> str:
         return v.why
     on_way = "; ".join(notes) + "; the verdict may change when it lands"
     return f"{v.why}; {on_way}" if v.why else on_way
+
+
+def _with_warnings(v, runs: list[dict]) -> str:
+    """A judged verdict's reason extended by the warnings of the runs it was judged on
+    (``results.json`` ``warnings``, e.g. frozen chains): finite numbers that may mislead."""
+    hits = [r for r in runs if r.get("warnings") and any(matches(r, s) for s in selectors(v.claim))]
+    notes = [f"warning from the run {r['run_dir'].name}: {w}" for r in hits for w in r["warnings"]]
+    return "; ".join([v.why, *notes] if v.why else notes)
 
 
 def claim_experiments(claims: list[dict]) -> list[str]:
@@ -299,6 +310,7 @@ def judge_claims(claims: list[dict], root: Path, scale: str) -> Judged:
         if v.verdict == NOT_RUN:
             v.why = _with_incomplete(v, incomplete)
         else:
+            v.why = _with_warnings(v, claim_runs(v.claim, runs_by_exp))
             v.why = _with_on_its_way(v, incomplete)
     return Judged(verdicts, runs_by_exp, rows_by_bench)
 

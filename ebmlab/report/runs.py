@@ -73,6 +73,7 @@ def collect(sweep_dir: Path) -> list[dict]:
                 "hardware": data.get("hardware"),
                 "cpu_share": data.get("cpu_share"),
                 "seed": data.get("seed"),
+                "warnings": list(data.get("warnings", [])),
             }
         )
     return runs

@@ -37,6 +37,7 @@ NON_IDENTITY_KEYS = (
     "claims",
     "when",
     "grid",
+    "health",  # warnings only: they never change a number
 )
 # where caches and data live (anywhere in the config): moving a checkout or pointing
 # EBMLAB_CACHE elsewhere must not orphan its runs; the data's identity is in the other keys

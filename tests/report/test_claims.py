@@ -643,3 +643,28 @@ def test_a_claims_notes_are_printed_beside_its_finding(tmp_path):
         "finding",
     ]
     assert "'similar'" in mine[0] and "[0.5, 1.5]" in mine[1] and "floors" in mine[2]
+
+
+def test_a_judged_verdict_carries_the_warnings_of_its_runs():
+    """A run that finished with frozen chains (results.json ``warnings``) is named beside the
+    verdict judged on it; a warning of a run the claim does not select is not."""
+    from ebmlab.report.reproduce import _with_warnings
+
+    order = {"id": "o", "kind": "ordering", "metric": "m", "direction": "lower"}
+    order["order"] = [{"sampler": "a"}, {"sampler": "b"}]
+    a, b, c = run("a", 1.0), run("b", 2.0), run("c", 0.5)
+    b["run_dir"], b["warnings"] = Path("seed=0"), ["sampler acceptance 0.0007 ... frozen"]
+    c["warnings"] = ["not this one"]
+    v = C.judge(order, [a, b, c])
+    assert v.verdict == C.REPRODUCED
+    why = _with_warnings(v, [a, b, c])
+    assert why.endswith("warning from the run seed=0: sampler acceptance 0.0007 ... frozen")
+    assert "not this one" not in why
+    b["warnings"] = []
+    assert _with_warnings(v, [a, b, c]) == v.why
+
+
+def test_settings_that_never_change_a_number_are_not_declared_deviations():
+    r = run("a", 1.0)
+    r["overrides"] = {**r["overrides"], "health.min_accept_rate": "0", "task.n_iters": "10"}
+    assert C.declared(r, {"sampler": "a"}) == (("task.n_iters", "10"),)
