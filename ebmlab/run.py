@@ -24,6 +24,7 @@ from hydra.types import RunMode
 from omegaconf import DictConfig, OmegaConf
 
 from ebmlab.core.context import RunContext
+from ebmlab.core.health import Health
 from ebmlab.core.loop import LoopTask, run_task
 from ebmlab.errors import CheckpointError, ConfigError, DivergenceError
 from ebmlab.utils import rundir
@@ -115,6 +116,7 @@ def _validate(cfg: DictConfig, choices: dict) -> None:
         if isinstance(node, DictConfig) and "_target_" in node:
             validate_node(node, group)
     check_state_space(cfg, choices)
+    Health.from_config(cfg.get("health"))  # bad thresholds fail before the run directory is taken
     if not isinstance(cfg.get("task"), DictConfig):
         raise ConfigError("task", f"no task selected; allowed: {', '.join(_options('task'))}")
     if not isinstance(cfg.seed, int) or cfg.seed < 0:

@@ -127,6 +127,7 @@ def test_resume_after_sigkill_gives_identical_results(tmp_path, task):
 
 
 BAD = [
+    (["health.min_accept_rate=1.5"], "health.min_accept_rate"),
     (["sampler=dmala", "sampler.step_size=-1"], "sampler.step_size"),
     (["experiment=dlp/fig3_ising_sampling", "scale=smoke", "task.n_chains=0"], "task.n_chains"),
     (["dataset.n_side=1"], "dataset.n_side"),
