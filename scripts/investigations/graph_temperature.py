@@ -53,7 +53,9 @@ def label(run: dict, step: int) -> str:
         name = f"EBM({choices['sampler'].upper()}" + (f", re-init {reinit:g})" if reinit else ")")
     else:
         lr = cfg["learner"]
-        name = f"{choices.get('learner', '?')} {lr.get('objective', 'eq3')} {lr.get('variant', '')}"
+        # the variant is a setting of the sampled estimators only; full RM is exact
+        variant = lr.get("variant", "") if lr.get("estimator") != "full" else "(exact)"
+        name = f"{choices.get('learner', '?')} {lr.get('objective', 'eq3')} {variant}"
     n = int(cfg["task"]["n_iters"])
     at = f"{n:,} iterations" if step == n else f"iteration {step:,} of {n:,}"
     return f"{name.strip()}, seed {run['seed']}, {at}"

@@ -75,3 +75,13 @@ def test_rows_name_the_buffer_reinit_of_a_pcd_run():
     assert label(run, 5000) == "EBM(GWG), seed 0, 5,000 iterations"
     run["config"]["task"]["buffer_reinit"] = 0.2
     assert label(run, 4600) == "EBM(GWG, re-init 0.2), seed 0, iteration 4,600 of 5,000"
+
+
+def test_rows_name_the_variant_of_sampled_ratio_matching_only():
+    label = load_script("graph_temperature").label
+    lr = {"objective": "hyvarinen", "variant": "advanced", "estimator": "full"}
+    run = {"config": {"task": {"n_iters": 20}, "learner": lr}, "choices": {"learner": "rm"}}
+    run["seed"] = 0
+    assert label(run, 20) == "rm hyvarinen (exact), seed 0, 20 iterations"
+    run["choices"]["learner"], lr["estimator"], lr["variant"] = "rmwggis", "ggis", "basic"
+    assert label(run, 20) == "rmwggis hyvarinen basic, seed 0, 20 iterations"
