@@ -53,6 +53,10 @@ class RunContext:
     totals: Any = None  # the loop's Totals (per-step sums), set by run_task
     n_steps: int | None = None  # the run's length in steps, set by run_task (for progress.json)
     warnings: list[str] = field(default_factory=list)  # finite but suspect numbers (core.health)
+    # the commit this process's code came from, read when it starts (a commit made while it runs
+    # is not its code), and those of the earlier processes of a resumed run (from the checkpoint)
+    code: str | None = field(default_factory=code_version)
+    _code_before: list = field(default_factory=list)
 
     # ---- components -------------------------------------------------------------------
     def has(self, group: str) -> bool:
@@ -128,6 +132,7 @@ class RunContext:
             "generator": self.generator.get_state(),
             "metrics_offset": self.logger.offset,
             "elapsed": self.elapsed(),
+            "code": self.code_history(),
             "cpu_seconds": self._cpu_totals(),
         }
         self.workspace.save(full, name)
@@ -145,6 +150,10 @@ class RunContext:
         }
         atomic_write_text(self.run_dir / "progress.json", json.dumps(info))
 
+    def code_history(self) -> list:
+        """The distinct commits the run's processes ran under, oldest first (this one last)."""
+        return list(dict.fromkeys([*self._code_before, self.code]))
+
     def load_checkpoint(self, name: str = "last") -> dict | None:
         """Load a checkpoint and restore the run's RNG, metrics file and clock."""
         state = self.workspace.load(name)
@@ -158,6 +167,7 @@ class RunContext:
         self._paused_at = None
         # checkpoints written before cpu_seconds was kept: this process's share only
         self._cpu_before = tuple(run.get("cpu_seconds", (0.0, 0.0)))
+        self._code_before = list(run.get("code", []))
         self._cpu_from = _cpu_and_wall()
         self.last_good_step = int(run["step"])
         return state
@@ -196,12 +206,15 @@ class RunContext:
             "task": self.choices.get("task"),
             "scale": self.scale,
             "hardware": hardware_string(self.device),
-            "code": code_version(),
+            "code": self.code,
             "seed": int(self.cfg.seed),
             "choices": self.choices,
         }
         if self.device.type == "cpu":
             meta.update(threads=torch.get_num_threads(), cpu_share=round(self.cpu_share(), 3))
+        history = self.code_history()
+        if len(history) > 1:  # resumed under other code: every commit it ran under, in order
+            meta["code_history"] = history
         out = {**meta, "metrics": results}
         if self.warnings:
             out["warnings"] = list(self.warnings)

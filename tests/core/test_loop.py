@@ -204,3 +204,24 @@ def test_check_finite_names_nested_entries():
     check_finite({"a": {"b": torch.ones(2)}, "c": [1.0]}, 1, "state")
     with pytest.raises(DivergenceError, match=r"a\.b"):
         check_finite({"a": {"b": torch.tensor([1.0, math.nan])}}, 1, "state")
+
+
+def test_results_name_the_code_of_every_process_of_a_resumed_run(tmp_path):
+    """``code`` is the commit the finishing process started from (read at its start, not when
+    it writes); a run resumed under other code lists every commit it ran under, oldest first."""
+    import json
+
+    first = make_ctx(tmp_path)
+    first.code = "aaa"
+    with pytest.raises(KeyboardInterrupt):
+        run_task(Counter(crash_at=15), first)  # checkpoint at 10 written under "aaa"
+    second = make_ctx(tmp_path)
+    second.code = "bbb"
+    second.write_results(run_task(Counter(), second))
+    out = json.loads((tmp_path / "results.json").read_text())
+    assert out["code"] == "bbb" and out["code_history"] == ["aaa", "bbb"]
+    third = make_ctx(tmp_path / "whole")
+    third.code = "ccc"
+    third.write_results(run_task(Counter(), third))
+    out = json.loads((tmp_path / "whole" / "results.json").read_text())
+    assert out["code"] == "ccc" and "code_history" not in out
