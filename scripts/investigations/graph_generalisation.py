@@ -221,6 +221,8 @@ def figure(done: dict, path: Path) -> None:
         pts = [(s, first[s][key]) for s in steps if key in first[s]]
         if pts:
             ax_p.plot(*zip(*pts), marker="o", label=name)
+    if not ax_p.lines:  # exact ratio matching (learner=rm): no proposal to measure
+        ax_p.text(0.5, 0.5, "exact objective:\nno proposal", ha="center", va="center")
     ax_l.set(
         xlabel="iteration of the checkpoint",
         ylabel=f"{first[steps[0]]['objective']} objective (mean per graph)",
@@ -229,7 +231,8 @@ def figure(done: dict, path: Path) -> None:
     ax_p.set(xlabel="iteration of the checkpoint", ylabel="gradient-guided proposal", ylim=(0, 1))
     for ax in (ax_l, ax_m, ax_p):
         ax.grid(alpha=0.3)
-        ax.legend(fontsize=8)
+        if ax.lines:
+            ax.legend(fontsize=8)
     fig.suptitle(
         "Ego-small: does the graph energy generalise, and does its proposal cover the "
         "objective? (per checkpoint)"
