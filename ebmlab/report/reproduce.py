@@ -218,7 +218,7 @@ def _cell(text: str) -> str:
 
 
 def _meant_for(v, incomplete: list[dict]) -> list[dict]:
-    """The incomplete jobs whose settings match one of the claim's selectors."""
+    """The runs (finished or not) whose settings match one of the claim's selectors."""
     return [r for r in incomplete if any(matches(r, sel) for sel in selectors(v.claim))]
 
 
@@ -250,7 +250,7 @@ def _with_on_its_way(v, incomplete: list[dict]) -> str:
 def _with_warnings(v, runs: list[dict]) -> str:
     """A judged verdict's reason extended by the warnings of the runs it was judged on
     (``results.json`` ``warnings``, e.g. frozen chains): finite numbers that may mislead."""
-    hits = [r for r in runs if r.get("warnings") and any(matches(r, s) for s in selectors(v.claim))]
+    hits = [r for r in _meant_for(v, runs) if r.get("warnings")]
     notes = [f"warning from the run {r['run_dir'].name}: {w}" for r in hits for w in r["warnings"]]
     return "; ".join([v.why, *notes] if v.why else notes)
 
