@@ -63,12 +63,12 @@ class GWG(Sampler):
         # (1 - 2x) / 2 = +-1/2 exactly: the same numbers as grad * (1 - 2x) / 2
         return torch.log_softmax(grad * torch.sub(0.5, x), dim=-1)
 
-    def _draw(self, logq: Tensor, generator: torch.Generator) -> Tensor:
-        """The index sequence [chains, k]: k iid draws."""
-        return _draw_indices(logq, self.n_flips, generator)
+    def _draw(self, logq: Tensor, generator: torch.Generator) -> tuple[Tensor, Tensor | None]:
+        """The index sequence [chains, k]: k iid draws (all used: None)."""
+        return _draw_indices(logq, self.n_flips, generator), None
 
     @staticmethod
-    def _sequence_log_q(logq: Tensor, idx: Tensor) -> Tensor:
+    def _sequence_log_q(logq: Tensor, idx: Tensor, used: Tensor | None = None) -> Tensor:
         """log-probability [chains] of the index sequence ``idx`` under ``logq``."""
         return logq.gather(1, idx).sum(1)
 
@@ -104,12 +104,13 @@ class GWG(Sampler):
         else:
             logq_x = self._index_log_probs(state.x, state.grad)  # [chains, D]
             state = state.replace(aux={**state.aux, "gwg": (_TAG, (logq_x,))})
-        idx = self._draw(logq_x, generator)
+        idx, used = self._draw(logq_x, generator)
         if self.n_flips == 1:
             y = x.clone().scatter_(1, idx, 1 - x.gather(1, idx))
             jump = torch.ones(n, device=x.device, dtype=x.dtype)
         else:
-            mask = torch.zeros_like(x).scatter_(1, idx, 1.0)
+            flip = 1.0 if used is None else used.to(x.dtype)  # distinct indices when not None
+            mask = torch.zeros_like(x).scatter_(1, idx, flip)
             y = x + mask * (1 - 2 * x)
             jump = mask.sum(-1)
         aux = {}
@@ -123,7 +124,7 @@ class GWG(Sampler):
         logq_y = self._index_log_probs(y, g_y)
         aux["gwg"] = (_TAG, (logq_y,))
         prop = ChainState(x=y.reshape(shape), log_prob=lp_y, grad=g_y, aux=aux)
-        fwd, rev = self._sequence_log_q(logq_x, idx), self._sequence_log_q(logq_y, idx)
+        fwd, rev = self._sequence_log_q(logq_x, idx, used), self._sequence_log_q(logq_y, idx, used)
         log_ratio = _wide(lp_y) - _wide(state.log_prob) + rev - fwd
         accepted, accept_prob = mh_accept(log_ratio, generator)
         new = state.merge(accepted, prop)
@@ -139,35 +140,87 @@ class GWG(Sampler):
 
 
 class GWGDistinct(GWG):
-    """GWG-k flipping exactly k DISTINCT coordinates: i_1..i_k drawn from q(.|x) one after
-    another without replacement (Gumbel-top-k gives that ordered draw). The ordered sequence
-    is the auxiliary variable, so log q(i_1..i_k|x) = sum_t log q(i_t|x) - log(1 - sum_{u<t}
-    q(i_u|x)) and the same sequence is scored under q(.|y) for the reverse move. Ebmlab's
-    check of whether the DLP paper's GWG-6 (Sec. 7.1) flips 6 distinct coordinates."""
+    """GWG-k flipping exactly k DISTINCT coordinates, mixed with GWG-1 so that an even k is
+    ergodic. Ebmlab's check of whether the DLP paper's GWG-6 (Sec. 7.1) flips 6 distinct
+    coordinates.
 
-    def _draw(self, logq: Tensor, generator: torch.Generator) -> Tensor:
-        if self.n_flips == 1:
-            return _draw_indices(logq, 1, generator)
+    The k-flip move: i_1..i_k drawn from q(.|x) one after another without replacement
+    (Gumbel-top-k gives that ordered draw). The ordered sequence s is the auxiliary variable
+    ((x, s) -> (x xor s, s) is an involution), so
+
+        log Q_k(s|x) = sum_t log q(i_t|x) - log(1 - sum_{u<t} q(i_u|x)),
+        log a = f(y) - f(x) + log Q_k(s|y) - log Q_k(s|x),
+
+    the same sequence scored under q(.|y) for the reverse move. Flipping an even number of
+    distinct coordinates changes the number of ones by an even amount, so for even k this
+    move alone never leaves the parity class of its start: it keeps the target invariant but
+    is reducible. Hence each step, independently per chain and of the state, is a GWG-1 move
+    (the first index only, Q_1(i|x) = q(i|x)) with probability ``single_flip_prob``, else the
+    k-flip move. Each move is a reversible MH kernel, and the move type is drawn independently
+    of the state, so its probability cancels from the MH ratio and the mixture
+    p P_1 + (1 - p) P_k is reversible with respect to the target (mixtures of kernels:
+    Tierney 1994, Ann. Statist. 22, "hybrid strategies"); P_1 reaches every state of a target with
+    full support, so p > 0 makes it irreducible. ``single_flip_prob`` must be > 0 for even
+    k (rejected as a config error otherwise); an odd k < dimension is ergodic on its own.
+    """
+
+    def __init__(self, n_flips: int, single_flip_prob: float):
+        super().__init__(n_flips)
         check(
-            self.n_flips <= logq.shape[-1],
+            isinstance(single_flip_prob, (int, float))
+            and not isinstance(single_flip_prob, bool)
+            and 0 <= single_flip_prob < 1,
+            "single_flip_prob",
+            f"must be a number in [0, 1) (got {single_flip_prob!r})",
+        )
+        check(
+            n_flips % 2 == 1 or single_flip_prob > 0,
+            "single_flip_prob",
+            f"must be > 0 for an even n_flips (got {single_flip_prob!r} with n_flips={n_flips}): "
+            "flipping an even number of distinct coordinates never changes the parity of the "
+            "number of ones, so that chain is reducible; e.g. single_flip_prob=0.1, or an odd "
             "n_flips",
-            f"must be <= the dimension {logq.shape[-1]} for distinct flips (got {self.n_flips})",
+        )
+        self.single_flip_prob = float(single_flip_prob)
+
+    def _draw(self, logq: Tensor, generator: torch.Generator) -> tuple[Tensor, Tensor | None]:
+        if self.n_flips == 1:
+            return _draw_indices(logq, 1, generator), None
+        d = logq.shape[-1]
+        check(
+            self.n_flips <= d,
+            "n_flips",
+            f"must be <= the dimension {d} for distinct flips (got {self.n_flips})",
+        )
+        check(
+            self.n_flips < d or self.single_flip_prob > 0,
+            "n_flips",
+            f"must be < the dimension {d} when single_flip_prob is 0 (flipping all "
+            "coordinates only swaps a state with its complement)",
         )
         u = torch.rand(logq.shape, generator=generator, device=logq.device, dtype=torch.float64)
         tiny = torch.finfo(torch.float64).tiny
         gumbel = -torch.log(-torch.log(u.clamp_min(tiny)))
-        return (logq.double() + gumbel).topk(self.n_flips, dim=-1).indices
+        idx = (logq.double() + gumbel).topk(self.n_flips, dim=-1).indices
+        if self.single_flip_prob == 0:
+            return idx, None
+        coin = torch.rand(logq.shape[0], generator=generator, device=logq.device)
+        single = coin < self.single_flip_prob  # this chain makes a GWG-1 move this step
+        used = torch.ones_like(idx, dtype=torch.bool)
+        used[:, 1:] = ~single[:, None]
+        return idx, used
 
     @staticmethod
-    def _sequence_log_q(logq: Tensor, idx: Tensor) -> Tensor:
+    def _sequence_log_q(logq: Tensor, idx: Tensor, used: Tensor | None = None) -> Tensor:
+        """log Q(s|x) [chains] of the ordered distinct draw ``idx``; ``used`` [chains, k]
+        (a prefix of each row) limits the sequence to its used positions."""
         lp = logq.double().gather(1, idx)
         p = lp.exp()
         drawn_before = torch.cumsum(p, 1) - p
-        return (
-            (lp - torch.log1p(-drawn_before))
-            .sum(1)
-            .to(torch.promote_types(logq.dtype, torch.float32))
-        )
+        terms = lp - torch.log1p(-drawn_before)
+        if used is not None:
+            terms = torch.where(used, terms, torch.zeros_like(terms))
+        return terms.sum(1).to(torch.promote_types(logq.dtype, torch.float32))
 
 
 _TAG = ("gwg",)  # log q(.|x) depends on (x, grad) only

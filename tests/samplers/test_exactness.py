@@ -33,6 +33,7 @@ from tests.exactness import (
     tv_distance,
     tv_noise_floor,
 )
+from tests.helpers import from_conf
 
 # d=8 Ising (256 states) keeps kernels and histograms cheap; d=10 is checked once below
 TARGETS = {
@@ -112,14 +113,16 @@ FAST = [
     ("ising", RandomScanGibbs(), 10000, 120),
     ("ising", GWG(1), 10000, 50),
     ("rbm", GWG(3), 10000, 50),
-    ("rbm", GWGDistinct(3), 10000, 50),
+    ("rbm", GWGDistinct(3, 0.0), 10000, 80),
+    ("rbm", GWGDistinct(2, 0.1), 10000, 80),
+    ("ising", GWGDistinct(4, 0.1), 10000, 150),
     ("rbm", DMALA(0.4, None), 10000, 50),
     ("rbm", SweepGibbs(), 5000, 6),
     ("ordinal3", RandomScanGibbs(), 5000, 60),
     ("ordinal3", DMALA(0.4, None), 5000, 40),
 ]
-FAST_IDS = ["ising-gibbs", "ising-gwg1", "rbm-gwg3", "rbm-gwg3-distinct", "rbm-dmala",
-            "rbm-sweep", "ord-gibbs", "ord-dmala"]  # fmt: skip
+FAST_IDS = ["ising-gibbs", "ising-gwg1", "rbm-gwg3", "rbm-gwg3-distinct", "rbm-gwg2-distinct",
+            "ising-gwg4-distinct", "rbm-dmala", "rbm-sweep", "ord-gibbs", "ord-dmala"]  # fmt: skip
 SLOW = [
     ("ising", RandomScanGibbs(), 20000, 150),
     ("ising", GWG(1), 20000, 60),
@@ -172,6 +175,32 @@ def test_sampler_matches_target(target, sampler, n_chains, n_steps):
 @pytest.mark.parametrize("target,sampler,n_chains,n_steps", SLOW, ids=SLOW_IDS)
 def test_sampler_matches_target_large(target, sampler, n_chains, n_steps):
     _check_matches_target(target, sampler, n_chains, n_steps)
+
+
+# GWG with k distinct flips from ONE state (all zeros): an even k alone never changes the
+# parity of the number of ones, so such chains stay in half of the space (TV about 0.5); the
+# GWG-1 mixture must reach the target. Steps: the exact n-step residual from x = 0 (kernel of
+# tests/samplers/test_gwg_distinct.py) is <= 2e-4, far below the floor (about 0.05).
+ONE_START = [
+    ("rbm", "config", 10000, 200),  # conf/sampler/gwg_distinct.yaml as shipped (k = 6)
+    ("ising", (2, 0.1), 10000, 120),
+    ("rbm", (3, 0.0), 10000, 120),
+]
+
+
+@pytest.mark.parametrize(
+    "target,spec,n_chains,n_steps", ONE_START, ids=["rbm-default", "ising-k2", "rbm-k3"]
+)
+def test_distinct_flips_reach_the_target_from_one_state(target, spec, n_chains, n_steps):
+    model = TARGETS[target]()
+    sampler = from_conf("sampler/gwg_distinct") if spec == "config" else GWGDistinct(*spec)
+    gen = torch.Generator().manual_seed(3)
+    x0 = torch.zeros(n_chains, model.dim)
+    x = run_chains(sampler, model, x0, n_steps, gen)
+    assert bool((x.sum(1) % 2 == 1).any()), "no chain changed the parity of its start"
+    p = exact_probs(model)
+    tv, floor = tv_distance(empirical_probs(x, model), p), tv_noise_floor(p, n_chains)
+    assert tv <= floor, f"TV {tv:.4f} > iid noise floor {floor:.4f}"
 
 
 def test_dula_samples_match_its_own_kernel(ising):
