@@ -3,11 +3,21 @@
 - :mod:`~ebmlab.samplers.ab.kernel`: the AB step with FIXED parameters (AB-1st, AB-diag,
   DLP-trace, quadratic with the Gaussian integral trick);
 - :mod:`~ebmlab.samplers.ab.adapt`: the burn-in adaptation (pairs -> W -> D -> (sigma, alpha)
-  -> freeze) that the configs build (``AB1st``, ``ABDiag``, ``ABQuadratic``, ``DLPTrace``);
+  -> freeze) that the configs build (``AB1st``, ``ABDiag``, ``ABQuadratic``, ``DLPTrace``), and
+  Alg. 1 as written, adapting for the whole run (``AB1stAlg1``, ``ABQuadraticAlg1``);
 - :mod:`~ebmlab.samplers.ab.sdp`: the SDP for the diagonal D (App. A.1).
 """
 
-from ebmlab.samplers.ab.adapt import AB1st, ABDiag, ABQuadratic, DLPTrace, JumpAdapter, Phase
+from ebmlab.samplers.ab.adapt import (
+    AB1st,
+    AB1stAlg1,
+    ABDiag,
+    ABQuadratic,
+    ABQuadraticAlg1,
+    DLPTrace,
+    JumpAdapter,
+    Phase,
+)
 from ebmlab.samplers.ab.kernel import (
     AB1stKernel,
     ABDiagKernel,
@@ -19,11 +29,13 @@ from ebmlab.samplers.ab.kernel import (
 
 __all__ = [
     "AB1st",
+    "AB1stAlg1",
     "AB1stKernel",
     "ABDiag",
     "ABDiagKernel",
     "ABProposal",
     "ABQuadratic",
+    "ABQuadraticAlg1",
     "ABQuadraticKernel",
     "DLPTrace",
     "DLPTraceKernel",

@@ -13,7 +13,9 @@ An adaptation moves through explicit phases (:class:`Phase`):
 - FROZEN: everything is fixed. :meth:`frozen` returns the exact kernel of
   :mod:`ebmlab.samplers.ab.kernel`; ``step`` keeps running it, so a task may call ``step``
   through burn-in and sampling alike. (The paper keeps adapting after burn-in; we freeze so
-  that the reported chain is exact.)
+  that the reported chain is exact.) The ``*Alg1`` classes (configs ``ab_*_alg1``) follow
+  Alg. 1 as written instead: (sigma, alpha) keep adapting for the whole run and the phase
+  never becomes FROZEN, so their chain is an adaptive chain, not a fixed MH kernel.
 
 The jumps are summed on the device and read once per probe window of ``n_probe`` steps.
 Everything tuned is in ``state_dict`` for resume; the one-off cost of W, D and the square
@@ -147,6 +149,7 @@ class _Adaptation(Sampler):
     exact = True  # the frozen kernel; burn-in steps adapt
     state_spaces = (BINARY, ORDINAL)
     tuned_names: tuple = ("sigma", "alpha")
+    adapt_after_burn_in = False  # True: Alg. 1's "mixed period" keeps adapting (never frozen)
 
     def __init__(self, sigma, alpha, adapt, burn_in, gamma, gamma_decay, n_probe, alpha_max):
         check(_is_num(sigma) and sigma > 0, "sigma", f"must be a finite number > 0 (got {sigma!r})")
@@ -198,7 +201,7 @@ class _Adaptation(Sampler):
     @property
     def adapting(self) -> bool:
         """(sigma, alpha) still adapt at the next step."""
-        return self.adapt and self.step_count < self.burn_in
+        return self.adapt and (self.adapt_after_burn_in or self.step_count < self.burn_in)
 
     def current_params(self) -> dict:
         """(sigma, alpha) the next step uses (a probe value while adapting)."""
@@ -610,3 +613,81 @@ class DLPTrace(_Quadratic):
         m = float(self.trick.D.mean())
         if m > 0:
             self.adapter.values["sigma"] = self.sigma * m
+
+
+class AB1stAlg1(AB1st):
+    """AB-1st with Alg. 1's schedule as written: (sigma, alpha) adapt by Alg. 3 for the WHOLE
+    run, not only the first ``burn_in`` steps (``adapt`` must be true). The chain is then
+    adaptive (its parameters depend on its past, and Alg. 3's update rate shrinks only when
+    a cycle changes nothing), not a fixed MH kernel: every step is an exact MH step for the
+    current (sigma, alpha), but no frozen kernel exists (``done`` stays false). The paper's
+    procedure; ebmlab's default (``AB1st``) freezes after burn-in."""
+
+    exact = False  # adaptive chain
+    adapt_after_burn_in = True
+
+    def __init__(
+        self,
+        sigma: float,
+        alpha: float,
+        adapt: bool,
+        burn_in: int,
+        gamma: float,
+        gamma_decay: float,
+        n_probe: int,
+        alpha_max: float,
+    ):
+        check(adapt is True, "adapt", "must be true for the Alg. 1 variant (it adapts throughout)")
+        super().__init__(sigma, alpha, adapt, burn_in, gamma, gamma_decay, n_probe, alpha_max)
+
+
+class ABQuadraticAlg1(ABQuadratic):
+    """Quadratic AB (shift / max / trace) with Alg. 1's schedule as written: W and D from the
+    pairs of the whole burn-in (``w_fraction`` must be 1: Alg. 1 estimates them from
+    x_{0:T1}), and (sigma, alpha) adapting by Alg. 3 through the burn-in AND the mixed period
+    T1 <= t <= T ("continue the alternatively updating sigma, alpha"). As in ``ABQuadratic``
+    the adaptation restarts its cycle with the initial update rate gamma when the quadratic
+    proposal takes over (our choice; Alg. 1 says only "continue"). The chain is adaptive, not
+    a fixed MH kernel (``done`` stays false; see ``AB1stAlg1``); ebmlab's default
+    (``ABQuadratic``) fits W on the first quarter of burn-in and freezes after it."""
+
+    exact = False  # adaptive chain
+    adapt_after_burn_in = True
+
+    def __init__(
+        self,
+        sdp_method: str,
+        sigma: float,
+        alpha: float,
+        adapt: bool,
+        burn_in: int,
+        w_fraction: float,
+        sdp_solver: str,
+        sdp_tol: float,
+        w_rcond: float,
+        gamma: float,
+        gamma_decay: float,
+        n_probe: int,
+        alpha_max: float,
+    ):
+        check(adapt is True, "adapt", "must be true for the Alg. 1 variant (it adapts throughout)")
+        check(
+            w_fraction == 1,
+            "w_fraction",
+            f"must be 1 for the Alg. 1 variant (W from the whole burn-in; got {w_fraction!r})",
+        )
+        super().__init__(
+            sdp_method,
+            sigma,
+            alpha,
+            adapt,
+            burn_in,
+            w_fraction,
+            sdp_solver,
+            sdp_tol,
+            w_rcond,
+            gamma,
+            gamma_decay,
+            n_probe,
+            alpha_max,
+        )
