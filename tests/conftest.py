@@ -5,7 +5,14 @@ import pytest
 import torch
 
 REPO = Path(__file__).resolve().parents[1]
-SHARED_DATA = Path(os.environ.get("EBMLAB_SHARED_DATA", REPO.parent / "shared" / "data"))
+
+
+def real_data_dir() -> Path:
+    """The real datasets: where runs read them (``EBMLAB_DATA_DIR``), else ../shared/data."""
+    return Path(os.environ.get("EBMLAB_DATA_DIR") or REPO.parent / "shared" / "data")
+
+
+SHARED_DATA = real_data_dir()
 
 # One thread: tiny per-step tensor ops are far slower when two threads contend.
 torch.set_num_threads(int(os.environ.get("EBMLAB_TEST_THREADS", "1")))
@@ -13,10 +20,12 @@ torch.set_num_threads(int(os.environ.get("EBMLAB_TEST_THREADS", "1")))
 
 @pytest.fixture
 def shared_data() -> Path:
-    """Real dataset copies beside the repo (../shared/data); skip when absent."""
-    if not SHARED_DATA.is_dir():
-        pytest.skip(f"real data folder {SHARED_DATA} not present")
-    return SHARED_DATA
+    """The real datasets: ``$EBMLAB_DATA_DIR`` (the variable runs read), else ../shared/data
+    beside the repo; skip when neither is there."""
+    data = real_data_dir()
+    if not data.is_dir():
+        pytest.skip(f"real data folder {data} not present (set EBMLAB_DATA_DIR)")
+    return data
 
 
 @pytest.fixture

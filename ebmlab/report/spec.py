@@ -28,8 +28,10 @@ from pathlib import Path
 
 import yaml
 
+from ebmlab.configs import PACKAGE_DIR, config_dir
+
 REPO = Path(__file__).resolve().parents[2]
-CONF = REPO / "conf"
+CONF = config_dir()  # conf/ of the checkout, or ebmlab/conf of an installed wheel
 SCALES = ("paper", "smoke")
 
 
@@ -97,5 +99,12 @@ def experiments_of(item: dict, experiment: str) -> list[str]:
 
 
 def load_paper(item: dict) -> dict | None:
+    """A table's paper values: ``scripts/paper_values/<file>.yaml`` of the checkout, or the copy
+    an installed wheel ships as ``ebmlab/paper_values/<file>.yaml``."""
     path = item.get("paper")
-    return yaml.safe_load((REPO / path).read_text()) if path else None
+    if not path:
+        return None
+    file = REPO / path
+    if not file.is_file() and Path(path).parent.as_posix() == "scripts/paper_values":
+        file = PACKAGE_DIR / "paper_values" / Path(path).name
+    return yaml.safe_load(file.read_text())
