@@ -93,6 +93,8 @@ def _check_device(name: str):
     device = resolve_device(name)
     if device.type == "cuda" and not torch.cuda.is_available():
         raise ConfigError("device", f"{name} requested but CUDA is not available; use auto or cpu")
+    if device.type == "cuda":  # the same kernels in every process: resumes continue exactly
+        torch.backends.cudnn.deterministic, torch.backends.cudnn.benchmark = True, False
     return device
 
 

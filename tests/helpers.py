@@ -63,3 +63,20 @@ def run_cli(
     res = run_dir / "results.json"
     p.results = json.loads(res.read_text())["metrics"] if res.exists() else None
     return p
+
+
+def run_device() -> str:
+    """The device a run with ``device=auto`` (the default) uses on this machine."""
+    import torch
+
+    return "cuda" if torch.cuda.is_available() else "cpu"
+
+
+def assert_same_results(a: dict, b: dict, device: str | None = None) -> None:
+    """A resumed run's results equal an uninterrupted run's as docs/gpu.md states for
+    ``device`` (default: the one ``device=auto`` picks here): bit-identical on a CPU, within
+    ebmlab.utils.same_results.CUDA_REL_TOL on CUDA; timings are not compared."""
+    from ebmlab.utils.same_results import differences
+
+    found = differences(a, b, device or run_device())
+    assert not found, "results differ: " + "; ".join(found[:10])

@@ -6,6 +6,7 @@ import json
 import os
 import platform
 import signal
+import sys
 import time
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -19,6 +20,7 @@ from tqdm.auto import tqdm
 from ebmlab.utils.config import build
 from ebmlab.utils.logging import MetricLogger
 from ebmlab.utils.provenance import code_version
+from ebmlab.utils.seeding import restore_generator
 from ebmlab.utils.workspace import Workspace, atomic_write_text
 
 FAULT_ENV = "EBMLAB_FAULT_KILL_AT_STEP"  # test hook: SIGKILL the process after this step
@@ -130,6 +132,7 @@ class RunContext:
         full["_run"] = {
             "step": int(step),
             "generator": self.generator.get_state(),
+            "device": self.device.type,
             "metrics_offset": self.logger.offset,
             "elapsed": self.elapsed(),
             "code": self.code_history(),
@@ -150,17 +153,29 @@ class RunContext:
         }
         atomic_write_text(self.run_dir / "progress.json", json.dumps(info))
 
+    def load_file(self, name: str = "last") -> dict | None:
+        """Checkpoint ``name`` of this run (None when absent), its tensors on the run's device."""
+        return self.workspace.load(name, self.device)
+
     def code_history(self) -> list:
         """The distinct commits the run's processes ran under, oldest first (this one last)."""
         return list(dict.fromkeys([*self._code_before, self.code]))
 
     def load_checkpoint(self, name: str = "last") -> dict | None:
-        """Load a checkpoint and restore the run's RNG, metrics file and clock."""
-        state = self.workspace.load(name)
+        """Load a checkpoint onto the run's device (wherever it was written: a GPU run resumes
+        on a CPU and the other way round) and restore the run's RNG, metrics file and clock."""
+        state = self.load_file(name)
         if state is None:
             return None
         run = state["_run"]
-        self.generator.set_state(run["generator"])
+        if not restore_generator(self.generator, run["generator"]):
+            print(
+                f"ebmlab: resuming on {self.device.type} a checkpoint written on "
+                f"{run.get('device', 'another device')}: their random generators differ, so the "
+                "draws from here on come from a generator seeded from the checkpoint's "
+                "(reproducible, but not the draws the first device would have made)",
+                file=sys.stderr,
+            )
         self.logger.truncate_to(int(run["metrics_offset"]))
         self._elapsed_before = float(run["elapsed"])
         self._t0 = time.perf_counter()

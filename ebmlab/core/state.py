@@ -52,11 +52,20 @@ class ChainState:
 
     def restored(self, d) -> ChainState:
         """This state with ``d`` (from :meth:`state_dict`, or an (x, log_prob, grad) tuple
-        as older checkpoints hold) put back; ``extra`` is kept."""
+        as older checkpoints hold) put back on this state's device, wherever ``d``'s tensors
+        were loaded (a checkpoint written on a GPU restored on a CPU, or the other way round);
+        ``extra`` is kept."""
         if isinstance(d, (tuple, list)):
             d = dict(zip(("x", "log_prob", "grad"), d))
-        aux = {"flip": (RESTORED, tuple(d["flip_cache"]))} if d.get("flip_cache") else {}
-        return replace(self, x=d["x"], log_prob=d["log_prob"], grad=d["grad"], aux=aux)
+        dev = self.x.device
+
+        def here(t):
+            return None if t is None else t.to(dev)
+
+        cache = d.get("flip_cache")
+        aux = {"flip": (RESTORED, tuple(here(t) for t in cache))} if cache else {}
+        x, log_prob, grad = here(d["x"]), here(d["log_prob"]), here(d["grad"])
+        return replace(self, x=x, log_prob=log_prob, grad=grad, aux=aux)
 
     def select(self, accept: Tensor, other: ChainState) -> ChainState:
         """Take ``other``'s values where ``accept`` [chains] is True, else keep ours (new

@@ -146,7 +146,7 @@ class PCD:
         }
 
     def load_state_dict(self, d: dict) -> None:
-        self.buffer = d["buffer"]
+        self.buffer = d["buffer"].to(self.buffer.device)  # where setup put it (the run's device)
         self.optimizer.load_state_dict(d["optimizer"])
         self.iteration = int(d["iteration"])
         self.sampler.load_state_dict(d["sampler"])

@@ -32,6 +32,7 @@ from ebmlab.metrics.mmd import mmd2_linear_hamming_unbiased, mmd2_linear_hamming
 from ebmlab.models.base import EnergyModel
 from ebmlab.report.figures import density_modeling as figures
 from ebmlab.samplers.gibbs import SweepGibbs
+from ebmlab.utils.seeding import restore_generator
 
 _EVAL_CHUNK = 16384  # rows per forward over all n*d neighbours / the grid (memory only)
 SCORES = {"mmd", "rm_objective"}
@@ -166,8 +167,9 @@ class DensityModeling(LoopTask):
     def load_state_dict(self, p: Parts, d: dict) -> None:
         p.model.load_state_dict(d["model"])
         p.learner.load_state_dict(d["learner"])
-        p.data_gen.set_state(d["data_gen"])
-        p.snaps, p.last, p.final = [(int(s), t) for s, t in d["snaps"]], d["last"], d["final"]
+        restore_generator(p.data_gen, d["data_gen"])  # a CPU generator on every device
+        p.snaps = [(int(s), t.cpu()) for s, t in d["snaps"]]  # as log_density_grid gives them
+        p.last, p.final = d["last"], d["final"]
 
     def _method(self, p: Parts, ctx) -> str:
         name, lr = ctx.choices.get("learner", ""), p.learner

@@ -172,10 +172,10 @@ class EBMLearning(LoopTask):
         seconds, n = ctx.elapsed(), (diverged - 1 if diverged else self.cad.n_steps)
         which = "best" if (self.final_model == "best" or diverged) and p.best["step"] else "last"
         if which == "best":
-            best = ctx.workspace.load("best")
+            best = ctx.load_file("best")
             p.model.load_state_dict(best["model"])
             p.learner.ema_model.load_state_dict(best["learner"]["ema"])
-        res = ctx.workspace.load("test_ais")
+        res = ctx.load_file("test_ais")
         if res is None:
             t0 = time.perf_counter()
             res = self._ll(p, p.test_x, self.test_ais, ctx, bool(ctx.cfg.progress))

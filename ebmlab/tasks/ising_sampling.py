@@ -102,7 +102,7 @@ class IsingSampling(LoopTask):
     def load_state_dict(self, p: Parts, d: dict) -> None:
         p.state = p.state.restored(d)
         p.sampler.load_state_dict(d["sampler"])
-        p.running, p.trace = d["running"], d["trace"]
+        p.running, p.trace = d["running"].to(p.running.device), d["trace"].to(p.trace.device)
 
     def finish(self, p: Parts, history, ctx) -> dict:
         seconds, n = ctx.elapsed(), self.cad.n_steps

@@ -151,7 +151,7 @@ class Multimodal2D(LoopTask):
     def load_state_dict(self, p: Parts, d: dict) -> None:
         p.state = p.state.restored(d["chain"])
         p.sampler.load_state_dict(d["sampler"])
-        p.visits, p.tune = d["visits"], dict(d["tune"])
+        p.visits, p.tune = d["visits"].to(p.visits.device), dict(d["tune"])
 
     def finish(self, p: Parts, history, ctx) -> dict:
         n = self.cad.n_steps

@@ -215,7 +215,7 @@ class RBMLearning(LoopTask):
     def finish(self, p: Parts, history, ctx) -> dict:
         """Final AIS (cached in checkpoints/test_ais.pt), figures, results."""
         seconds, n = ctx.elapsed(), self.cad.n_steps
-        ais = ctx.workspace.load("test_ais")
+        ais = ctx.load_file("test_ais")
         if ais is None:
             ais = self._final_ais(p, ctx)
             ctx.workspace.save(ais, "test_ais")

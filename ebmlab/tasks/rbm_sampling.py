@@ -155,7 +155,7 @@ class RBMSampling(LoopTask):
     def load_state_dict(self, p: Parts, d: dict) -> None:
         p.state = p.state.restored(d["chain"])
         p.sampler.load_state_dict(d["sampler"])
-        p.trace, p.info = d["trace"], dict(d["info"])
+        p.trace, p.info = d["trace"].to(p.trace.device), dict(d["info"])
 
     def finish(self, p: Parts, history, ctx) -> dict:
         n, info = self.cad.n_steps, dict(p.info)

@@ -159,17 +159,21 @@ class SamplerESS(LoopTask):
         adaptation = tuner if tuner is not None else sampler
         configured = {k: float(sampler_cfg[k]) for k in PARAMS if _is_number(sampler_cfg.get(k))}
         g, dev, n = ctx.generator, ctx.device, self.n_chains
-        x0 = random_states(model, n, g, dev) if self.init_run is None else self._run_states(model)
+        x0 = (
+            random_states(model, n, g, dev)
+            if self.init_run is None
+            else self._run_states(model, dev)
+        )
         ref = random_states(model, 1, torch.Generator().manual_seed(self.ref_seed), "cpu")[0]
         summary = torch.zeros(self.cad.n_steps - self.burn_in, n, dtype=torch.float32, device=dev)
         adaptation = adaptation if isinstance(adaptation, Adaptation) else None
         state = sampler.init(model, x0)
         return Parts(model, sampler, adaptation, tuner, ref.to(dev), state, summary, configured)
 
-    def _run_states(self, model) -> Tensor:
+    def _run_states(self, model, device) -> Tensor:
         """The chain states of the ``run:<dir>`` run's last checkpoint, checked against this
-        target."""
-        ck = Workspace(Path(self.init_run)).load()
+        target, on ``device`` (the other run may have run on another device)."""
+        ck = Workspace(Path(self.init_run)).load("last", device)
         x = (ck or {}).get("task", {}).get("x") if isinstance(ck, dict) else None
         want = (self.n_chains, int(model.dim))
         if not isinstance(x, Tensor) or tuple(x.shape) != want:
@@ -183,7 +187,7 @@ class SamplerESS(LoopTask):
             ok = bool(((x == 0) | (x == 1)).all())
         if not ok:
             raise ConfigError("init", f"{self.init_run}'s states are not states of this target")
-        return x.float().clone()
+        return x.float().clone()  # on the device: loaded there
 
     def cadence(self, parts: Parts) -> Cadence:
         return self.cad
@@ -221,7 +225,7 @@ class SamplerESS(LoopTask):
         p.sampler.load_state_dict(d["sampler"])
         if p.tuner:
             p.tuner.load_state_dict(d["tuner"])
-        p.summary, p.burn_seconds = d["summary"], d["burn_seconds"]
+        p.summary, p.burn_seconds = d["summary"].to(p.summary.device), d["burn_seconds"]
 
     def finish(self, p: Parts, history, ctx) -> dict:
         seconds, totals, m = ctx.elapsed(), ctx.totals, self.cad.n_steps - self.burn_in

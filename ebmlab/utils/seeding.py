@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import random
 
 import numpy as np
@@ -25,3 +26,19 @@ def resolve_device(name: str) -> torch.device:
     if name == "auto":
         return torch.device("cuda" if torch.cuda.is_available() else "cpu")
     return torch.device(name)
+
+
+def restore_generator(generator: torch.Generator, state: torch.Tensor) -> bool:
+    """Put a checkpointed ``get_state()`` back into ``generator``, whatever device the state
+    was loaded to (a generator state is always a CPU byte tensor). Returns False when the state
+    is another kind of generator's (a CUDA Philox state, 16 bytes, on a CPU run's Mersenne
+    Twister, or the other way round: a checkpoint moved between a GPU and a CPU machine): the
+    two kinds draw different streams, so no state carries over; ``generator`` is then seeded
+    from the state's bytes, the same way every time, and the run continues reproducibly."""
+    state = state.detach().to("cpu", torch.uint8)
+    if state.numel() == generator.get_state().numel():
+        generator.set_state(state)
+        return True
+    digest = hashlib.sha256(state.numpy().tobytes()).digest()
+    generator.manual_seed(int.from_bytes(digest[:8], "little") >> 1)
+    return False

@@ -22,6 +22,7 @@ def test_hamming_ess_matches_the_task(tmp_path):
         "task.n_chains=4",
         "task.burn_in=100",
         "task.n_steps=300",
+        "device=cpu",  # the script drives the task on the CPU: the same chains only there
     ]
     task = run_cli(args, tmp_path / "run").results
     assert rec["ess_n"]["hamming"] == pytest.approx(task["ess_n"], rel=1e-9)

@@ -44,7 +44,7 @@ def figure(run_dirs: list[Path], out: Path) -> Path:
     runs = {}
     for d in run_dirs:
         for f in sorted(Path(d).rglob("gmm_arrays.pt")):
-            a = torch.load(f, weights_only=True)
+            a = torch.load(f, map_location="cpu", weights_only=True)
             runs[(a["kind"], a["label"])] = a
     if not runs:
         raise SystemExit(f"no gmm_arrays.pt under {', '.join(map(str, run_dirs))}")

@@ -37,12 +37,12 @@ def figure(runs: list[dict], title: str = ""):
     runs = sorted((r for r in runs if (r["run_dir"] / "visits.pt").is_file()), key=order)
     if not runs:
         raise SystemExit("no multimodal_2d runs (visits.pt) found")
-    gt = torch.load(runs[0]["run_dir"] / "ground_truth.pt", weights_only=True)
+    gt = torch.load(runs[0]["run_dir"] / "ground_truth.pt", map_location="cpu", weights_only=True)
     k = len(runs) + 1
     fig, axes = plt.subplots(1, k, figsize=(2.6 * k, 2.9), squeeze=False)
     heatmap(gt, "ground truth", axes[0, 0])
     for ax, r in zip(axes[0, 1:], runs):
-        emp = torch.load(r["run_dir"] / "visits.pt", weights_only=True)
+        emp = torch.load(r["run_dir"] / "visits.pt", map_location="cpu", weights_only=True)
         m = r["metrics"]
         sub = (
             f"{key_value(r, 'sampler')}\n"
