@@ -61,6 +61,11 @@ bench: $(STAMP) ## throughput benchmarks (not run by CI); results in outputs/ben
 	$(PY) -m benchmarks.bench_sdp | tee outputs/bench/sdp.md
 	@for b in $(BENCH_EXTRA); do $(PY) -m benchmarks.$$b | tee outputs/bench/$$b.md || exit 1; done
 
+.PHONY: gpu-check
+GPU_PY ?= $(if $(wildcard $(PY)),$(PY),$(PYTHON))
+gpu-check: ## on a machine with one GPU (< 8 min): tests, kill/resume per task, GPU<->CPU resume, benchmarks -> docs/gpu/<date>-<gpu>.md (ARGS=--cpu: a dry run here)
+	$(GPU_PY) scripts/gpu_check.py $(ARGS)
+
 .PHONY: table-ising-learning
 table-ising-learning: $(STAMP) ## Ising learning log-RMSE table + figures (DLP Fig. 5; RMwGGIS Table 3 rows when run)
 	$(SWEEP) experiment=dlp/fig5_ising_learning scale=$(SCALE) $(ARGS) && $(REPORT) table dlp/fig5_ising_learning --scale $(SCALE)
