@@ -11,9 +11,13 @@ it, and a user's own folders join it through ``hydra.searchpath``.
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 PACKAGE_DIR = Path(__file__).resolve().parent
+# an interpolation of another group's key (``${dataset.dim}``), not a resolver (``${mul:...}``,
+# ``${oc.env:...}``) nor a key of the same node (``${.n_side}``)
+OUTSIDE_REF = re.compile(r"\$\{(?![\w.]+:)(?!\.)")
 
 
 def config_dir() -> Path:
@@ -72,6 +76,15 @@ def make(group: str, name: str, **overrides):
     from ebmlab.utils.config import build
 
     node = OmegaConf.merge(_load(group, name), overrides)
+    for key in node:
+        value = node._get_node(key)._value()
+        if OmegaConf.is_interpolation(node, key) and OUTSIDE_REF.search(str(value)):
+            from ebmlab.errors import ConfigError
+
+            raise ConfigError(
+                f"{group}.{key}",
+                f"the YAML takes it from the run's config ({value}); pass {key}=...",
+            )
     return build(node, group)
 
 
