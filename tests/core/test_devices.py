@@ -316,3 +316,28 @@ def test_every_draw_from_a_generator_names_its_device():
                 found.add((path, func))
     assert found - CPU_GENERATOR_DRAWS == set(), "draws that need device="
     assert CPU_GENERATOR_DRAWS - found == set(), "stale entries: remove them from the list"
+
+
+# Tensors a task or learner creates without device= live on the CPU: allowed only for
+# host-side bookkeeping (the list below); everything a step touches is made on the device.
+HOST_TENSORS = {
+    ("ebmlab/learning/acs_schedule.py", "retune"),  # mean / std of a list of floats
+    ("ebmlab/learning/ratio_matching_exact.py", "inclusion_probabilities"),  # CPU analysis tool
+    ("ebmlab/learning/ratio_matching_exact.py", "expected_surrogate"),
+    ("ebmlab/learning/ratio_matching_exact.py", "grad"),
+}
+CREATORS = {"zeros", "ones", "full", "empty", "arange", "eye", "linspace", "tensor", "as_tensor"}
+
+
+def test_tasks_and_learners_create_tensors_on_the_device():
+    found = set()
+    for path, tree in _sources():
+        if not path.startswith(("ebmlab/tasks/", "ebmlab/learning/")):
+            continue
+        for func, call in _calls(tree):
+            name = ast.unparse(call.func)
+            if name.startswith("torch.") and name.split(".")[-1] in CREATORS:
+                if "device" not in {k.arg for k in call.keywords}:
+                    found.add((path, func))
+    assert found - HOST_TENSORS == set(), "tensors that need device="
+    assert HOST_TENSORS - found == set(), "stale entries: remove them from the list"
