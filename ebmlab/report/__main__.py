@@ -66,7 +66,9 @@ def _inputs(a) -> None:
 
 
 def _reproduce(a) -> None:
-    code = reproduce(a.paper, a.scale, a.root, a.out, a.run, a.only, a.args, a.dry_run, a.into)
+    code = reproduce(
+        a.paper, a.scale, a.root, a.out, a.run, a.only, a.args, a.dry_run, a.into, a.records_only
+    )
     if code:
         raise SystemExit(code)
 
@@ -125,8 +127,15 @@ def main(argv=None) -> None:
         "--into",
         type=Path,
         default=None,
-        help="also rewrite this file's measured part (e.g. docs/reproduction.md): its text "
-        "before the first '## Reproduction:' heading is kept, its summary counts updated",
+        help="with `all`: also write the docs index (e.g. docs/reproduction.md: headline claims "
+        "per paper) and one page per paper beside it (docs/reproduction/<paper>.md), judged on "
+        "the committed records alone",
+    )
+    c.add_argument(
+        "--records-only",
+        action="store_true",
+        help="judge on the records in <root>/records/ alone (ignore live run directories; "
+        "archive nothing): what a clean checkout gives",
     )
     c.set_defaults(fn=_reproduce)
     for name, what in (

@@ -3,7 +3,17 @@
 A claim (``conf/claims/<paper>.yaml``) names an experiment, a metric of ``results.json``,
 run selectors and the paper's value or ordering with a tolerance. :func:`judge` finds the
 matching finished runs of the experiment's sweep, averages over seeds (mean +/- std) and
-returns a verdict: ``reproduced``, ``not reproduced`` or ``not run`` (with the reason).
+returns a verdict: ``reproduced``, ``not reproduced``, ``inconclusive`` or ``not run`` (with
+the reason).
+
+One statistical test decides every judged verdict, whichever way the numbers point: each
+comparison has a *margin* (how far the measured value lies inside (+) or outside (-) what the
+claim accepts, in metric units) and a standard error of that margin (:attr:`Stat.se`: the
+larger of the runs' own ``<metric>_se`` and the spread over seeds). A comparison whose
+|margin| is under 2 standard errors is ``inconclusive``; a claim is ``not reproduced`` when any
+comparison fails by 2 or more, else ``inconclusive`` when any is inconclusive, else
+``reproduced``. Without a standard error (one seed, no ``<metric>_se``) a comparison is judged
+on its point value and the verdict says it was not tested for noise.
 
 Kinds:
 - ``value``: ``where`` selector, ``paper`` number, ``tolerance`` (absolute) or
@@ -12,6 +22,10 @@ Kinds:
   unordered group that must all rank below the previous entry), ``direction`` lower|higher,
   optional ``slack`` (allowed violation in metric units) and ``min_factor`` (each entry must
   beat the next by at least this factor).
+- ``min_effect`` (ordering): the effect size a word of the paper requires ("substantially",
+  "significantly", "by large margins"): ``{ratio: r}`` (each entry beats the next by a factor
+  r; the larger of it and ``min_factor``) and/or ``{diff: d}`` (by d metric units), with
+  ``word:`` quoting the paper's word.
 - ``ratio``: ``numerator`` / ``denominator`` selectors, ``paper`` ratio, ``rel_tolerance``.
 - ``less_than`` / ``greater_than``: ``where`` selector, ``bound``; the seed mean is checked,
   or with ``every_run: true`` every matching run (e.g. a bound on an estimator's spread).
@@ -52,7 +66,14 @@ from ebmlab.utils.rundir import NON_IDENTITY_KEYS
 REPO = Path(__file__).resolve().parents[2]
 CLAIMS_DIR = REPO / "conf" / "claims"
 KINDS = ("value", "ordering", "ratio", "less_than", "greater_than")
-REPRODUCED, NOT_REPRODUCED, NOT_RUN = "reproduced", "not reproduced", "not run"
+REPRODUCED, NOT_REPRODUCED, INCONCLUSIVE, NOT_RUN = (
+    "reproduced",
+    "not reproduced",
+    "inconclusive",
+    "not run",
+)
+VERDICTS = (REPRODUCED, NOT_REPRODUCED, INCONCLUSIVE, NOT_RUN)
+NOISE_SE = 2.0  # a margin under this many standard errors is inconclusive
 # overrides that never make a run a different setting of a claim
 IGNORED_OVERRIDES = ("seed", "experiment", "scale", *NON_IDENTITY_KEYS)
 
@@ -259,6 +280,62 @@ class Verdict:
     seeds: int = 0  # the fewest seeds behind any value the verdict compares
 
 
+@dataclass
+class Check:
+    """One comparison behind a verdict: ``margin`` is how far the measurement lies inside (+)
+    or outside (-) what the claim accepts, in metric units; ``se`` its standard error (None
+    without one); ``strict`` a bound that the value must pass, not touch (``<``, ``>``)."""
+
+    what: str
+    margin: float
+    se: float | None
+    strict: bool = False
+
+    @property
+    def outcome(self) -> str:
+        if self.se is not None and self.se > 0 and abs(self.margin) < NOISE_SE * self.se:
+            return INCONCLUSIVE
+        ok = self.margin > 0 if self.strict else self.margin >= 0
+        return REPRODUCED if ok else NOT_REPRODUCED
+
+    def fmt(self) -> str:
+        size = f", {abs(self.margin) / self.se:.1f} SE" if self.se else ""
+        return f"{self.what} (margin {self.margin:+.3g}{size})"
+
+
+def _combine_se(*parts: tuple[float, float | None]) -> float | None:
+    """sqrt(sum (c * se)^2) over (coefficient, se) pairs; a side without a standard error (one
+    seed, no ``<metric>_se``) adds none; None when no side has one."""
+    known = [(c, se) for c, se in parts if se is not None]
+    return math.sqrt(sum((c * se) ** 2 for c, se in known)) if known else None
+
+
+def decide(checks: list[Check]) -> tuple[str, str]:
+    """The verdict of a claim's comparisons and why: ``not reproduced`` when one fails by
+    2 standard errors or more (or, without one, at all), else ``inconclusive`` when one is
+    within 2 standard errors of its threshold either way, else ``reproduced``."""
+    out = [c.outcome for c in checks]
+    failed = [c.fmt() for c, o in zip(checks, out) if o == NOT_REPRODUCED]
+    noisy = [c.fmt() for c, o in zip(checks, out) if o == INCONCLUSIVE]
+    why = []
+    if failed:
+        why.append("violated: " + "; ".join(failed[:4]))
+    if noisy:
+        why.append(f"within {NOISE_SE:g} standard errors: " + "; ".join(noisy[:4]))
+    if any(c.se is None for c in checks):
+        why.append("not tested for noise (one seed and no standard error)")
+    verdict = NOT_REPRODUCED if failed else INCONCLUSIVE if noisy else REPRODUCED
+    return verdict, "; ".join(why)
+
+
+def effect(claim: dict) -> tuple[float, float]:
+    """(factor, difference) each ordered entry must beat the next by: ``min_factor`` and
+    ``min_effect: {ratio, diff}`` (the effect a word such as "substantially" asks for)."""
+    eff = claim.get("min_effect") or {}
+    factor = max(float(claim.get("min_factor", 1.0)), float(eff.get("ratio", 1.0)))
+    return factor, float(eff.get("diff", 0.0))
+
+
 def _ordering(claim: dict, runs: list[dict]) -> Verdict:
     metric, lower = claim["metric"], claim["direction"] == "lower"
     groups = [e if isinstance(e, list) else [e] for e in claim["order"]]
@@ -268,36 +345,35 @@ def _ordering(claim: dict, runs: list[dict]) -> Verdict:
     missing = [label(s) for g in stats for s, st in g if st is None]
     if missing:
         return Verdict(claim, NOT_RUN, paper, "", "order", f"no runs for {'; '.join(missing)}")
-    slack, factor = float(claim.get("slack", 0.0)), float(claim.get("min_factor", 1.0))
-    fails, gaps_in_se = [], []
+    slack = float(claim.get("slack", 0.0))
+    factor, diff = effect(claim)
+    checks = []
     for a, b in zip(stats, stats[1:]):
         for sa, x in a:
             for sb, y in b:
-                # lower is better: x * factor <= y (+ slack); higher: x >= y * factor (- slack)
+                # lower is better: x * factor <= y + slack - diff
                 if lower:
-                    ok = x.mean * factor <= y.mean + slack
+                    margin = y.mean + slack - diff - x.mean * factor
+                    se = _combine_se((factor, x.se), (1.0, y.se))
                 else:
-                    ok = x.mean >= y.mean * factor - slack
-                if not ok:
-                    text = f"{label(sa)} ({x.mean:.4g}) vs {label(sb)} ({y.mean:.4g})"
-                    if x.se is not None and y.se is not None and (x.se > 0 or y.se > 0):
-                        gaps_in_se.append(abs(x.mean - y.mean) / math.hypot(x.se, y.se))
-                        text += f", {gaps_in_se[-1]:.1f} SE"
-                    fails.append(text)
+                    margin = x.mean - y.mean * factor + slack - diff
+                    se = _combine_se((1.0, x.se), (factor, y.se))
+                what = f"{label(sa)} ({x.mean:.4g}) vs {label(sb)} ({y.mean:.4g})"
+                checks.append(Check(what, margin, se))
     ours = "; ".join(f"{label(s)}: {st.fmt()}" for g in stats for s, st in g)
+    word = (claim.get("min_effect") or {}).get("word")
     tol = (
         "order"
         + (f", slack {slack:g}" if slack else "")
         + (f", factor {factor:g}" if factor != 1 else "")
+        + (f", by {diff:g}" if diff else "")
+        + (f' ("{word}")' if word else "")
     )
     secs = sum(st.seconds for g in stats for _, st in g)
     figs = stats[0][0][1].figures
-    why = "violated: " + "; ".join(fails[:4]) if fails else ""
-    if fails and len(gaps_in_se) == len(fails) and max(gaps_in_se) < 2.0:
-        why += " (every violation is within 2 standard errors: unresolved at this sample size)"
+    verdict, why = decide(checks)
     why = "; ".join(w for w in (why, _unequal_settings([x for g in stats for x in g])) if w)
     fewest = min(st.seeds for g in stats for _, st in g)
-    verdict = NOT_REPRODUCED if fails else REPRODUCED
     return Verdict(claim, verdict, paper, ours, tol, why, secs, figs, fewest)
 
 
@@ -316,17 +392,42 @@ def _too_short(claim: dict, run: dict) -> list[str]:
     return short
 
 
+def at_logged(run: dict, metric: str, at: dict) -> dict:
+    """``run`` with ``metric`` replaced by its last logged value at or before ``at`` (``{seconds:
+    1400}`` or ``{step: 3000}``, read from the run's ``metrics.jsonl``); without a log that
+    reaches back that far the run no longer reports the metric (so it is not judged on its end
+    of training), and its own ``<metric>_se`` (an end-of-training error) is dropped."""
+    ((key, x),) = at.items()
+    if metric not in run["metrics"]:
+        return run
+    rows = [r for r in logged_rows(run, metric) if r.get(key) is not None and r[key] <= x]
+    metrics = {k: v for k, v in run["metrics"].items() if k not in (metric, f"{metric}_se")}
+    if rows:
+        metrics[metric] = rows[-1][metric]
+    return {**run, "metrics": metrics}
+
+
 def judge(claim: dict, runs: list[dict]) -> Verdict:
     """The verdict of one claim given the finished runs of its experiment. A claim that
     ``needs`` something ebmlab lacks, or is measured outside the runner (``run_by``), is
     'not run' with that reason when no run matches. A claim with ``min_run`` (e.g.
     ``{learner.n_epochs: 5000}``) ignores runs shorter than that, and says so when only such
-    runs were there. A verdict resting on fewer seeds than the claim's ``seeds`` says so."""
+    runs were there. A verdict resting on fewer seeds than the claim's ``seeds`` says so.
+    ``at: {seconds: 1400}`` judges the metric as logged at that point of each run
+    (:func:`at_logged`); ``excluded: <reason>`` keeps a measured claim out of the counts (its
+    runs measure something the paper's number does not: it is 'not run', with the reason and
+    what it would have given)."""
+    if claim.get("at"):
+        runs = [at_logged(r, claim["metric"], claim["at"]) for r in runs]
     short = {id(r): _too_short(claim, r) for r in runs}
     try:
         v = _judge(claim, [r for r in runs if not short[id(r)]])
     except MixedSettings as e:
         return Verdict(claim, NOT_RUN, str(claim.get("paper", "")), "", "", str(e))
+    if claim.get("excluded") and v.verdict != NOT_RUN:  # measured, but not comparable
+        v.why = f"excluded ({claim['excluded']}); measured, not judged: {v.verdict}"
+        v.verdict = NOT_RUN
+        return v
     seeds = int(claim.get("seeds", 1))
     if v.verdict != NOT_RUN and v.seeds < seeds:
         v.why = "; ".join(w for w in (v.why, f"on {v.seeds} of the {seeds} seeds asked for") if w)
@@ -356,14 +457,19 @@ def _judge(claim: dict, runs: list[dict]) -> Verdict:
             side = "numerator" if num is None else "denominator"
             return Verdict(claim, NOT_RUN, paper, "", tol, f"no runs for the {side}")
         r = num.mean / den.mean
-        ok = abs(r - claim["paper"]) <= float(claim["rel_tolerance"]) * abs(claim["paper"])
+        # delta method: se(r) = |r| sqrt((se_n / n)^2 + (se_d / d)^2)
+        se = _combine_se((abs(r / num.mean), num.se), (abs(r / den.mean), den.se))
+        width = float(claim["rel_tolerance"]) * abs(claim["paper"])
+        check = Check(f"ratio {r:.4g} vs {claim['paper']:g}", width - abs(r - claim["paper"]), se)
+        verdict, why = decide([check])
+        settings = _unequal_settings([(claim["numerator"], num), (claim["denominator"], den)])
         return Verdict(
             claim,
-            REPRODUCED if ok else NOT_REPRODUCED,
+            verdict,
             paper,
             f"{r:.4g} ({num.fmt()} / {den.fmt()})",
             tol,
-            _unequal_settings([(claim["numerator"], num), (claim["denominator"], den)]),
+            "; ".join(w for w in (why, settings) if w),
             num.seconds + den.seconds,
             num.figures,
             min(num.seeds, den.seeds),
@@ -371,27 +477,43 @@ def _judge(claim: dict, runs: list[dict]) -> Verdict:
     where = claim.get("where", {})
     st = collect_metric(runs, where, metric)
     if kind in ("less_than", "greater_than"):
-        paper = f"{'<' if kind == 'less_than' else '>'} {claim['bound']:g}"
+        below = kind == "less_than"
+        bound = float(claim["bound"])
+        paper = f"{'<' if below else '>'} {bound:g}"
         if st is None:
             return Verdict(claim, NOT_RUN, paper, "", "bound", f"no runs for {label(where)}")
         every = bool(claim.get("every_run"))
-        vals = st.values if every else [st.mean]
-        ok = all(x < claim["bound"] if kind == "less_than" else x > claim["bound"] for x in vals)
-        v = REPRODUCED if ok else NOT_REPRODUCED
+        if every:  # each run on its own, with its own reported standard error
+            ses = st.ses or [None] * len(st.values)
+            checks = [
+                Check(f"run {i}: {x:.4g}", bound - x if below else x - bound, se, strict=True)
+                for i, (x, se) in enumerate(zip(st.values, ses))
+            ]
+        else:
+            checks = [
+                Check(f"{st.mean:.4g}", bound - st.mean if below else st.mean - bound, st.se, True)
+            ]
+        v, why = decide(checks)
+        vals = st.values
         ours = st.fmt() + (f", max {max(vals):.4g}, min {min(vals):.4g}" if every else "")
         if claim.get("first_crossing"):
-            below = claim["first_crossing"] == "below"
-            ours += "; " + _crossings(runs, where, metric, claim["bound"], below)
+            first_below = claim["first_crossing"] == "below"
+            ours += "; " + _crossings(runs, where, metric, bound, first_below)
         tol = "bound, every run" if every else "bound"
-        return Verdict(claim, v, paper, ours, tol, "", st.seconds, st.figures, st.seeds)
+        return Verdict(claim, v, paper, ours, tol, why, st.seconds, st.figures, st.seeds)
     target = float(claim["paper"])
-    if "tolerance" in claim:
-        tol, tol_s = float(claim["tolerance"]), f"±{float(claim['tolerance']):g}"
-    else:
-        tol = float(claim["rel_tolerance"]) * abs(target)
-        tol_s = f"±{float(claim['rel_tolerance']):.0%}"
+    tol, tol_s = value_tolerance(claim)
     if st is None:
         return Verdict(claim, NOT_RUN, f"{target:g}", "", tol_s, f"no runs for {label(where)}")
-    ok = abs(st.mean - target) <= tol
-    v = REPRODUCED if ok else NOT_REPRODUCED
-    return Verdict(claim, v, f"{target:g}", st.fmt(), tol_s, "", st.seconds, st.figures, st.seeds)
+    v, why = decide(
+        [Check(f"{st.mean:.4g} vs {target:g} ± {tol:.3g}", tol - abs(st.mean - target), st.se)]
+    )
+    return Verdict(claim, v, f"{target:g}", st.fmt(), tol_s, why, st.seconds, st.figures, st.seeds)
+
+
+def value_tolerance(claim: dict) -> tuple[float, str]:
+    """A value claim's absolute tolerance and how the report writes it."""
+    if "tolerance" in claim:
+        return float(claim["tolerance"]), f"±{float(claim['tolerance']):g}"
+    rel = float(claim["rel_tolerance"])
+    return rel * abs(float(claim["paper"])), f"±{rel:.0%}"

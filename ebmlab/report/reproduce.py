@@ -2,8 +2,9 @@
 done), judge every claim and write ``outputs/reproduction/<paper>.md``.
 
 The report lists, per claim: the paper's value or ordering, ours (mean +/- std over seeds),
-the tolerance, the verdict (reproduced / not reproduced / not run, with why), the wall time
-of the runs behind it and their first figure; a header gives the scale and hardware, and a
+the tolerance, the verdict (reproduced / not reproduced / inconclusive / not run, with why;
+:mod:`ebmlab.report.claims`), the wall time of the runs behind it and their first figure; a
+header gives the scale and hardware, the claims file's declared deviations follow, and a
 closing section the exact commands. A claim may carry a ``finding:`` (what an investigation
 of a non-reproduced claim established); it is printed under the table.
 
@@ -16,6 +17,7 @@ from __future__ import annotations
 
 import os
 import platform
+import re
 import subprocess
 import sys
 import time
@@ -27,7 +29,9 @@ from hydra.core.hydra_config import HydraConfig
 from omegaconf import DictConfig, OmegaConf
 
 from ebmlab.report.claims import (
+    NOT_REPRODUCED,
     NOT_RUN,
+    VERDICTS,
     Verdict,
     ignored_override,
     judge,
@@ -37,24 +41,18 @@ from ebmlab.report.claims import (
     same_value,
 )
 from ebmlab.report.records import (
-    CARRIED_RUNS,
     DEVIATIONS,
-    Earlier,
     archive_bench,
     archive_runs,
     bench_name,
     bench_recorded,
-    carry,
     collect_parked,
     collect_recorded,
-    earlier_report,
     failed_recorded,
-    fewer_runs,
     records_root,
-    verdict_of,
 )
 from ebmlab.report.runs import collect_unfinished, cpu_share_note
-from ebmlab.report.spec import sweep_dir, sweep_keys
+from ebmlab.report.spec import experiment_exists, sweep_dir, sweep_keys
 from ebmlab.utils.config import compose_job
 
 
@@ -213,8 +211,13 @@ def _hardware(runs: list[dict]) -> str:
     return ", ".join(hw) or f"{platform.machine()} ({os.cpu_count()} cores)"
 
 
+# an absolute path into a checkout's outputs/ (a failed job's message names its checkpoint)
+_MACHINE_PATH = re.compile(r"(?<![\w.])/(?:[^\s/|]+/)+?(outputs/)")
+
+
 def _cell(text: str) -> str:
-    return str(text).replace("|", "\\|").replace("\n", " ")
+    """Text for a table cell: pipes escaped, one line, machine paths made repo-relative."""
+    return _MACHINE_PATH.sub(r"\1", str(text)).replace("|", "\\|").replace("\n", " ")
 
 
 def _meant_for(v, incomplete: list[dict]) -> list[dict]:
@@ -277,93 +280,154 @@ class Judged:
         return [r for rs in [*self.runs_by_exp.values(), *self.rows_by_bench.values()] for r in rs]
 
 
-def judge_claims(claims: list[dict], root: Path, scale: str) -> Judged:
-    """Judge each claim on the finished runs under ``root`` (live or recorded); a claim left
-    "not run" names the failed or unfinished jobs meant for it, a judged one its unfinished ones."""
+def sweep_commands(claim: dict, scale: str) -> list[str]:
+    """The sweeps that would produce a claim's runs: one ``python -m ebmlab.run -m`` line per
+    experiment and grid of its selectors (every point wanted, :func:`_grids`)."""
+    seeds = ",".join(str(s) for s in range(int(claim.get("seeds", 1))))
+    by_exp: dict[str, list[dict]] = {}
+    for sel in selectors(claim):
+        point = {k: v for k, v in sel.items() if k != "experiment"}
+        pts = by_exp.setdefault(_target(claim, sel), [])
+        if point not in pts:
+            pts.append(point)
+    out = []
+    for exp, points in by_exp.items():
+        by_keys: dict[tuple, list[dict]] = {}
+        for p in points:
+            by_keys.setdefault(tuple(sorted(p)), []).append(p)
+        for keys, pts in by_keys.items():
+            for grid in _grids(list(keys), pts):
+                pins = " ".join(f"{k}={','.join(str(v) for v in vs)}" for k, vs in grid.items())
+                words = ["python -m ebmlab.run -m", f"experiment={exp}", f"scale={scale}", pins]
+                out.append(" ".join(w for w in [*words, f"seed={seeds}"] if w))
+    return out
+
+
+def judge_claims(claims: list[dict], root: Path, scale: str, records_only: bool = False) -> Judged:
+    """Judge each claim on the finished runs under ``root`` (live or recorded; with
+    ``records_only`` the records alone); a claim left "not run" names the failed or unfinished
+    jobs meant for it and the sweep that runs it, a judged one its unfinished ones."""
+    live = not records_only
     names = claim_experiments(claims)
-    runs_by_exp = {e: collect_recorded(root, e, scale) for e in names}
+    runs_by_exp = {e: collect_recorded(root, e, scale, live) for e in names}
     selected: dict[str, set[str]] = {}  # experiment -> keys its runs are selected on
     for c in claims:
         for sel in selectors(c):
             selected.setdefault(sel.get("experiment", c["experiment"]), set()).update(sel)
     incomplete_by_exp = {  # jobs that failed, and jobs still running or interrupted
-        e: failed_recorded(root, e, scale)
-        + collect_unfinished(sweep_dir(root, e, scale))
-        + collect_parked(root, e, scale)
+        e: failed_recorded(root, e, scale, live)
+        + (collect_unfinished(sweep_dir(root, e, scale)) if live else [])
+        + collect_parked(root, e, scale, live)
         for e in names
     }
     for exp, runs in runs_by_exp.items():
-        swept = frozenset(sweep_keys(exp))
+        swept = frozenset(sweep_keys(exp)) if experiment_exists(exp) else frozenset()
         variant_keys = frozenset(selected.get(exp, set()) - swept - {"experiment", "scale", "seed"})
         for r in [*runs, *incomplete_by_exp[exp]]:
             r["variant_keys"], r["sweep_keys"] = variant_keys, swept
     benches = {c["bench"] for c in claims if c.get("bench")}
-    rows_by_bench = {b: bench_recorded(root, bench_name(b, scale)) for b in sorted(benches)}
+    rows_by_bench = {b: bench_recorded(root, bench_name(b, scale), live) for b in sorted(benches)}
     verdicts = [
         judge(c, rows_by_bench[c["bench"]] if c.get("bench") else claim_runs(c, runs_by_exp))
         for c in claims
     ]
     for v in verdicts:
-        if v.claim.get("bench"):
+        c = v.claim
+        if c.get("bench"):
             continue
-        incomplete = claim_runs(v.claim, incomplete_by_exp)
+        incomplete = claim_runs(c, incomplete_by_exp)
         if v.verdict == NOT_RUN:
             v.why = _with_incomplete(v, incomplete)
+            if not (c.get("needs") or c.get("run_by") or c.get("excluded")):
+                cmds = "; ".join(f"`{cmd}`" for cmd in sweep_commands(c, scale))
+                v.why = "; ".join(w for w in (v.why, f"to run it: {cmds}") if w)
         else:
-            v.why = _with_warnings(v, claim_runs(v.claim, runs_by_exp))
+            v.why = _with_warnings(v, claim_runs(c, runs_by_exp))
             v.why = _with_on_its_way(v, incomplete)
     return Judged(verdicts, runs_by_exp, rows_by_bench)
 
 
-def _row(v: Verdict) -> str:
+def _display(path) -> str:
+    """A path as the report prints it: relative to the working directory where it is below it
+    (never a machine's absolute path where it can be helped)."""
+    p = Path(path)
+    try:
+        return p.resolve().relative_to(Path.cwd().resolve()).as_posix()
+    except ValueError:
+        return p.as_posix()
+
+
+def _row(v: Verdict, with_figure: bool) -> str:
     """A verdict as a row of the report's table."""
     c = v.claim
-    fig = f"[png]({v.figures[0]})" if v.figures else ""
     verdict = f"**{v.verdict}**" + (f": {v.why}" if v.why else "")
-    return (
-        f"| `{c['id']}`: {_cell(c['text'])} | {_cell(c.get('source', ''))} | "
-        f"{_cell(v.paper)} | {_cell(v.ours)} | {_cell(v.tolerance)} | {_cell(verdict)} | "
-        f"{v.seconds:.0f} | {fig} |"
-    )
+    cells = [
+        f"`{c['id']}`: {_cell(c['text'])}",
+        _cell(c.get("source", "")),
+        _cell(v.paper),
+        _cell(v.ours),
+        _cell(v.tolerance),
+        _cell(verdict),
+        f"{v.seconds:.0f}",
+    ]
+    if with_figure:
+        cells.append(f"[png]({_display(v.figures[0])})" if v.figures else "")
+    return "| " + " | ".join(cells) + " |"
+
+
+def count_verdicts(verdicts: list[Verdict]) -> Counter:
+    return Counter(v.verdict for v in verdicts)
+
+
+def _counts_line(counts: Counter) -> str:
+    return "Verdicts: " + ", ".join(f"{k}: {counts.get(k, 0)}" for k in VERDICTS)
 
 
 def _header(
-    paper_name: str,
-    scale: str,
-    root: Path,
-    runs: list[dict],
-    carried: list[str],
-    before: Earlier,
-    counts: Counter,
+    paper_name: str, scale: str, root: Path, runs: list[dict], counts: Counter, records_only: bool
 ) -> list[str]:
-    n_kept = sum(records_root(root) in r["run_dir"].parents for r in runs)
+    where = (
+        f"{len(runs)} recorded runs (the committed records in `outputs/records/`)"
+        if records_only
+        else f"{len(runs)} finished runs under `{_display(root)}` "
+        f"({sum(records_root(root) in r['run_dir'].parents for r in runs)} of them from their "
+        f"records in `{_display(records_root(root))}`)"
+    )
     return [
         f"# Reproduction: {paper_name}",
         "",
         f"Scale: **{scale}**. Hardware: {_hardware(runs)}. "
-        f"Generated {time.strftime('%Y-%m-%d %H:%M')} from {len(runs)} finished runs under "
-        f"`{root}` ({n_kept} of them from their records in `{records_root(root)}`)."
-        + (
-            f" {len(carried)} {'verdict is' if len(carried) == 1 else 'verdicts are'} carried"
-            f" over from the report of {before.when} "
-            f"(marked), made on {before.hardware}: their runs predate the records and are not "
-            "on this machine."
-            if carried
-            else ""
-        )
+        f"Generated {time.strftime('%Y-%m-%d %H:%M')} from {where}."
         + (f" {note}" if (note := cpu_share_note(runs)) else ""),
         "",
-        "Verdicts: "
-        + ", ".join(f"{k}: {counts.get(k, 0)}" for k in ("reproduced", "not reproduced", "not run"))
-        + f", carried over: {len(carried)}",
+        _counts_line(counts),
         "",
     ]
 
 
-def _deviations(
-    claims: list[dict], runs_by_exp: dict[str, list[dict]], carried: list[str], before: Earlier
-) -> list[str]:
-    """The declared settings other than the paper's, of these runs and of the carried ones."""
+def declared_deviations(data: dict) -> list[str]:
+    """The claims file's ``deviations:`` (settings where ours differ from the paper's, each
+    with key, experiments, ours, the paper's and the reason) as markdown lines."""
+    items = data.get("deviations") or []
+    if not items:
+        return []
+    lines = [
+        "## Declared deviations from the paper's settings",
+        "",
+        "| setting | experiments | ours | paper's | why |",
+        "|---|---|---|---|---|",
+    ]
+    for d in items:
+        exps = ", ".join(d.get("experiments") or [])
+        lines.append(
+            f"| `{d['key']}` | {_cell(exps)} | {_cell(d['ours'])} | {_cell(d['paper'])} | "
+            f"{_cell(d['reason'])} |"
+        )
+    return [*lines, ""]
+
+
+def _deviations(claims: list[dict], runs_by_exp: dict[str, list[dict]]) -> list[str]:
+    """The command-line settings other than the paper's that these runs used."""
     lines = []
     deviations = off_protocol(claims, runs_by_exp)
     if deviations:
@@ -376,14 +440,12 @@ def _deviations(
             settings = ", ".join(f"`{k}` ({n} runs)" for k, n in sorted(extra.items()))
             lines.append(f"- {exp}: {settings}")
         lines.append("")
-    if carried and before.deviations:
-        lines += [CARRIED_RUNS.format(before.when), "", *before.deviations, ""]
     return lines
 
 
 # What a claim says beside its numbers, in the order a reader needs it: how the run differs
 # from the paper's, how the paper's value or tolerance was read, and what was found.
-NOTE_KEYS = ("scale_note", "note", "tolerance_note", "finding")
+NOTE_KEYS = ("scale_note", "note", "tolerance_note", "effect_note", "finding")
 
 
 def _notes_and_commands(
@@ -402,130 +464,156 @@ def _notes_and_commands(
     return lines + [*outside, "```"]
 
 
-def _warn(paper: str, claims: list[dict], rows: dict[str, str], before: Earlier) -> None:
-    """Say on the console what a reader of the report should act on: rows that replace a
-    carried row with fewer runs, and non-reproduced claims without a finding."""
-    thinner = {
-        cid: pairs for cid in rows if (pairs := fewer_runs(rows[cid], before.rows.get(cid, "")))
-    }
-    if thinner:
-        print(
-            f"{paper}: {len(thinner)} claims replace a carried row with fewer runs (re-run the "
-            "missing seeds): "
-            + ", ".join(
-                f"{cid} (" + ", ".join(f"n={a} where it had {b}" for a, b in pairs) + ")"
-                for cid, pairs in thinner.items()
-            )
-        )
-    unexplained = unexplained_failures(claims, rows)
+@dataclass
+class PaperReport:
+    """One paper's report: its key, title, markdown and verdicts."""
+
+    paper: str
+    title: str
+    text: str
+    verdicts: list[Verdict]
+
+    @property
+    def counts(self) -> Counter:
+        return count_verdicts(self.verdicts)
+
+
+def build_report(paper: str, scale: str, root: Path, records_only: bool = False) -> PaperReport:
+    """Judge ``paper``'s claims on the runs under ``root`` (live or recorded; the records alone
+    with ``records_only``) and lay out its report."""
+    data = load_claims(paper)
+    claims = data["claims"]
+    judged = judge_claims(claims, root, scale, records_only)
+    with_figure = any(v.figures for v in judged.verdicts)
+    head = "| claim | source | paper | ours | tolerance | verdict | wall s |"
+    lines = [
+        *_header(
+            data["paper"], scale, root, judged.runs, count_verdicts(judged.verdicts), records_only
+        ),
+        *declared_deviations(data),
+        *_deviations(claims, judged.runs_by_exp),
+        head + (" figure |" if with_figure else ""),
+        "|---" * (8 if with_figure else 7) + "|",
+        *(_row(v, with_figure) for v in judged.verdicts),
+        *_notes_and_commands(paper, scale, claims, judged.verdicts),
+    ]
+    return PaperReport(paper, data["paper"], "\n".join(lines) + "\n", judged.verdicts)
+
+
+def write_report(
+    paper: str, scale: str, root: Path, out_dir: Path, records_only: bool = False
+) -> Path:
+    """Judge ``paper``'s claims (:func:`build_report`) and write ``<out_dir>/<paper>.md``."""
+    return save_report(build_report(paper, scale, root, records_only), out_dir)
+
+
+def save_report(rep: PaperReport, out_dir: Path) -> Path:
+    """Write a paper's report to ``<out_dir>/<paper>.md`` and say on the console what a reader
+    should act on (not reproduced claims without a finding)."""
+    paper = rep.paper
+    out_dir.mkdir(parents=True, exist_ok=True)
+    path = out_dir / f"{paper}.md"
+    path.write_text(rep.text)
+    counts = rep.counts
+    not_run = counts.get(NOT_RUN, 0)
+    print(f"{paper}: {dict(counts)} -> {path}" + (f" ({not_run} not run)" if not_run else ""))
+    unexplained = unexplained_failures(rep.verdicts)
     if unexplained:
         print(
             f"{paper}: {len(unexplained)} claims are not reproduced and have no `finding:` in "
             f"conf/claims/{paper}.yaml: " + ", ".join(unexplained)
         )
-
-
-def write_report(
-    paper: str, scale: str, root: Path, out_dir: Path, earlier: str | None = None
-) -> Path:
-    """Judge ``paper``'s claims on the runs under ``root`` (live or recorded) and write
-    ``<out_dir>/<paper>.md``. ``earlier`` is the text of an assembled report: a claim left
-    "not run" here keeps its row there if that row has a verdict (:func:`records.carry`)."""
-    data = load_claims(paper)
-    claims = data["claims"]
-    judged = judge_claims(claims, root, scale)
-    rows = {v.claim["id"]: _row(v) for v in judged.verdicts}
-    before = earlier_report(earlier or "", data["paper"])
-    carried = [
-        cid
-        for cid, row in rows.items()
-        if verdict_of(row) == NOT_RUN
-        and verdict_of(before.rows.get(cid, "")) not in (None, NOT_RUN)
-    ]
-    for cid in carried:
-        rows[cid] = carry(before.rows[cid], before.when)
-    counts = Counter(verdict_of(row) for row in rows.values())
-    lines = [
-        *_header(data["paper"], scale, root, judged.runs, carried, before, counts),
-        *_deviations(claims, judged.runs_by_exp, carried, before),
-        "| claim | source | paper | ours | tolerance | verdict | wall s | figure |",
-        "|---|---|---|---|---|---|---|---|",
-        *rows.values(),
-        *_notes_and_commands(paper, scale, claims, judged.verdicts),
-    ]
-    out_dir.mkdir(parents=True, exist_ok=True)
-    path = out_dir / f"{paper}.md"
-    path.write_text("\n".join(lines))
-    not_run = counts.get(NOT_RUN, 0)
-    print(f"{paper}: {dict(counts)} -> {path}" + (f" ({not_run} not run)" if not_run else ""))
-    _warn(paper, claims, rows, before)
     return path
 
 
-def unexplained_failures(claims: list[dict], rows: dict[str, str]) -> list[str]:
-    """Ids of the claims whose row says "not reproduced" but which carry no ``finding:``: a
-    claim that does not reproduce is a finding to investigate and to write down."""
+def unexplained_failures(verdicts: list[Verdict]) -> list[str]:
+    """Ids of the claims that are not reproduced but carry no ``finding:``: a claim that does
+    not reproduce is a finding to investigate and to write down."""
     return [
-        c["id"]
-        for c in claims
-        if verdict_of(rows.get(c["id"], "")) == "not reproduced" and not c.get("finding")
+        v.claim["id"]
+        for v in verdicts
+        if v.verdict == NOT_REPRODUCED and not v.claim.get("finding")
     ]
 
 
-SUMMARY_COLUMNS = ("reproduced", "not reproduced", "not run", "carried over")
-SUMMARY_HEADER = "| paper | " + " | ".join(SUMMARY_COLUMNS) + " |"
-SUMMARY_RULE = "|---" * (len(SUMMARY_COLUMNS) + 1) + "|"
-OLD_SUMMARY_HEADER = "| paper | reproduced | not reproduced | not run |"  # before "carried over"
-FIRST_REPORT = "## Reproduction: "
+SHORT_NAMES = {"rmwggis": "RMwGGIS"}
+DOC_INTRO = """\
+Generated by `python -m ebmlab.report reproduce all --scale {scale} --into {into}` from the
+committed run records (`outputs/records/`) alone, so a clean checkout regenerates this page
+and the pages it links to (tests/report/test_reproduction_doc.py checks that it does). The
+narrative written beside the earlier, two-valued report (its investigations, the commands of
+its runs, and the verdicts it carried over from runs lost before records began) is kept in
+[reproduction/history.md](reproduction/history.md); its counts are not this page's.
+
+Each claim of the five papers is data in `conf/claims/<paper>.yaml`: the paper's sentence,
+the runs that test it, and the value, bound or ordering the sentence states. A verdict is one
+of four:
+
+- **reproduced**: every comparison the claim makes holds by at least 2 standard errors;
+- **not reproduced**: some comparison fails by 2 standard errors or more;
+- **inconclusive**: no comparison fails by that much, but one lies within 2 standard errors
+  of its threshold, whichever side it is on;
+- **not run**: no recorded run answers the claim; the verdict says why (what ebmlab lacks
+  offline, runs shorter than the claim needs, a claim excluded as not comparable) and the
+  sweep that would run it.
+
+The standard error of a value is the larger of the one from its runs' own error bars (e.g.
+the ESS standard error over chains) and the one from the spread over seeds; a value from one
+seed with no error bar is judged on its point value, and the verdict says it was not tested
+for noise. A word of the paper such as "substantially" is a stated effect size
+(`min_effect:`) the margin must exceed. Settings where our runs differ from the paper's are
+declared on each paper's page. Each table below holds a paper's headline claims; its page
+holds every claim with the numbers, the notes and the findings.
+"""
 
 
-def _verdict_counts(report: str) -> list[str]:
-    """The counts of a report's ``Verdicts:`` line, in SUMMARY_HEADER's order (a report
-    written before verdicts were carried over counts none)."""
-    line = next(ln for ln in report.splitlines() if ln.startswith("Verdicts: "))
-    counts = dict(part.rsplit(": ", 1) for part in line[len("Verdicts: ") :].split(", "))
-    return [counts.get(k, "0") for k in SUMMARY_COLUMNS]
+def paper_label(paper: str) -> str:
+    return SHORT_NAMES.get(paper, paper.upper())
 
 
-def assemble(into: Path, reports: dict[str, Path]) -> None:
-    """Rewrite the measured part of a hand-written report file (``docs/reproduction.md``).
+def index_page(reports: list[PaperReport], scale: str, into: Path, pages: str) -> str:
+    """The docs index: the counts per paper, then one table of headline claims per paper,
+    each linking to the paper's page (``<pages>/<paper>.md``, relative to the index)."""
+    lines = ["# Reproduction report (measured)", ""]
+    lines += [DOC_INTRO.format(scale=scale, into=f"docs/{into.name}").rstrip("\n"), ""]
+    lines += [f"Generated {time.strftime('%Y-%m-%d %H:%M')}.", ""]
+    head = ["paper", *VERDICTS]
+    lines += ["| " + " | ".join(head) + " |", "|---" * len(head) + "|"]
+    for rep in reports:
+        counts = rep.counts
+        link = f"[{paper_label(rep.paper)}]({pages}/{rep.paper}.md)"
+        lines.append("| " + " | ".join([link, *(str(counts.get(k, 0)) for k in VERDICTS)]) + " |")
+    for rep in reports:
+        lines += ["", f"## {paper_label(rep.paper)}: {rep.title}", ""]
+        heads = [v for v in rep.verdicts if v.claim.get("headline")]
+        if heads:
+            lines += ["| headline claim | source | verdict |", "|---|---|---|"]
+            for v in heads:
+                lines.append(
+                    f"| {_cell(v.claim['text'])} | {_cell(v.claim.get('source', ''))} | "
+                    f"**{v.verdict}** |"
+                )
+            lines.append("")
+        n = len(rep.verdicts)
+        lines.append(
+            f"All {n} claims, with our numbers, the reasons of each verdict, the declared "
+            f"deviations and the findings: [{pages}/{rep.paper}.md]({pages}/{rep.paper}.md)."
+        )
+    return "\n".join(lines) + "\n"
 
-    What precedes the first ``## Reproduction:`` heading of ``into`` is kept, except that the
-    rows of its summary table (SUMMARY_HEADER, or the older OLD_SUMMARY_HEADER, which gains
-    the last column; a row belongs to the paper whose key is the first word of its first cell,
-    case-insensitively; a missing paper gets a row) take the reports' verdict counts; then each
-    report follows, in the table's order, its headings one level down.
-    """
-    text = into.read_text() if into.exists() else "# Reproduction report (measured)\n\n"
-    cut = text.find("\n" + FIRST_REPORT)
-    lines = (text if cut < 0 else text[: cut + 1]).rstrip("\n").split("\n")
-    bodies = {k: path.read_text() for k, path in reports.items()}
-    if OLD_SUMMARY_HEADER in lines:  # a table of four columns gains the fifth
-        i = lines.index(OLD_SUMMARY_HEADER)
-        lines[i : i + 2] = [SUMMARY_HEADER, SUMMARY_RULE]
-    if SUMMARY_HEADER not in lines:
-        lines += ["", SUMMARY_HEADER, SUMMARY_RULE]
-    at = lines.index(SUMMARY_HEADER) + 2
-    end = at
-    while end < len(lines) and lines[end].startswith("|"):
-        end += 1
-    rows, order = lines[at:end], []
-    for i, row in enumerate(rows):
-        label = row.strip("|").split("|")[0].strip()
-        key = next((k for k in bodies if label.split(" ")[0].lower() == k.lower()), None)
-        if key is not None and key not in order:
-            rows[i] = "| " + " | ".join([label, *_verdict_counts(bodies[key])]) + " |"
-            order.append(key)
-    new = [k for k in bodies if k not in order]
-    rows += ["| " + " | ".join([k, *_verdict_counts(bodies[k])]) + " |" for k in new]
-    out = lines[:at] + rows + lines[end:]
-    for body in (bodies[k] for k in order + new):  # in the summary table's order
-        out.append("")
-        fenced = False
-        for ln in body.rstrip("\n").split("\n"):
-            fenced ^= ln.startswith("```")
-            out.append("#" + ln if ln.startswith("#") and not fenced else ln)
-    into.write_text("\n".join(out) + "\n")
+
+def write_docs(into: Path, reports: list[PaperReport], scale: str) -> list[Path]:
+    """Write the index ``into`` and one page per paper in the folder of its name beside it
+    (``docs/reproduction.md`` and ``docs/reproduction/<paper>.md``)."""
+    pages = into.parent / into.stem
+    pages.mkdir(parents=True, exist_ok=True)
+    written = []
+    for rep in reports:
+        path = pages / f"{rep.paper}.md"
+        path.write_text(rep.text)
+        written.append(path)
+    into.write_text(index_page(reports, scale, into, into.stem))
+    return [into, *written]
 
 
 def reproduce(
@@ -538,29 +626,36 @@ def reproduce(
     extra: list[str],
     dry_run: bool = False,
     into: Path | None = None,
+    records_only: bool = False,
 ) -> int:
-    """Judge (and with ``run`` first run) the claims of ``which`` (a paper or ``all``); with
-    ``into``, also rewrite that file's measured part from the reports (:func:`assemble`)."""
+    """Judge (and with ``run`` first run) the claims of ``which`` (a paper or ``all``). The
+    finished runs are first copied to the records (unless ``records_only``: then the records
+    alone are read). With ``into`` (every paper) the docs index and pages are written from the
+    records alone (:func:`write_docs`)."""
     names = papers() if which == "all" else [which]
+    if into is not None and which != "all":
+        raise SystemExit("--into writes every paper's page: use it with `reproduce all`")
     worst = 0
-    reports = {}
-    earlier = into.read_text() if into is not None and into.exists() else None
+    reports = []
     for paper in names:
         if run:
             claims = load_claims(paper)["claims"]
             for exp, seeds in experiments(claims).items():
-                if only and exp not in only:
-                    continue
+                if (only and exp not in only) or not experiment_exists(exp):
+                    continue  # (a claim that needs what ebmlab lacks may name no experiment)
                 for grid in plan(claims, exp, scale):
                     worst = max(worst, run_sweep(exp, scale, seeds, grid, extra, dry_run))
         if not dry_run:
             claims = load_claims(paper)["claims"]
-            for exp in claim_experiments(claims):
-                archive_runs(root, exp, scale)
-            for bench in {c["bench"] for c in claims if c.get("bench")}:
-                archive_bench(root, bench_name(bench, scale))
-            reports[paper] = write_report(paper, scale, root, out_dir, earlier)
-    if into is not None and reports:  # every paper's latest report, not only this call's
-        assemble(into, {p: out_dir / f"{p}.md" for p in papers() if (out_dir / f"{p}.md").exists()})
-        print(f"reports assembled into {into}")
+            if not records_only:
+                for exp in claim_experiments(claims):
+                    archive_runs(root, exp, scale)
+                for bench in {c["bench"] for c in claims if c.get("bench")}:
+                    archive_bench(root, bench_name(bench, scale))
+            rep = build_report(paper, scale, root, records_only or into is not None)
+            save_report(rep, out_dir)
+            reports.append(rep)
+    if into is not None and reports:
+        for path in write_docs(into, reports, scale):
+            print(f"written: {path}")
     return worst

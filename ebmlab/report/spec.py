@@ -46,6 +46,12 @@ def experiment_file(experiment: str) -> Path:
     return path
 
 
+def experiment_exists(experiment: str) -> bool:
+    """Whether ``conf/experiment/<experiment>.yaml`` exists (a claim that ``needs`` what ebmlab
+    lacks may name an experiment not written yet)."""
+    return (CONF / "experiment" / f"{experiment}.yaml").is_file()
+
+
 def sweep_keys(experiment: str) -> set[str]:
     """The keys an experiment's own sweep sets (``hydra.sweeper.params``), following the
     experiments it extends through its defaults list when it has no sweep of its own."""

@@ -1,4 +1,4 @@
-"""The committed run records (outputs/records/) and verdicts carried from an earlier report."""
+"""The committed run records (outputs/records/): every verdict recomputes from them."""
 
 import hashlib
 import json
@@ -12,13 +12,9 @@ from ebmlab.report.records import (
     archive_bench,
     archive_runs,
     bench_recorded,
-    carry,
     collect_recorded,
-    earlier_report,
-    fewer_runs,
-    verdict_of,
 )
-from ebmlab.report.reproduce import assemble, write_report
+from ebmlab.report.reproduce import write_report
 from ebmlab.report.spec import sweep_dir
 
 EXP = "grbm/fig1_gmm"
@@ -62,7 +58,7 @@ def test_a_recorded_run_is_judged_after_its_run_directory_is_gone(tmp_path):
     shutil.rmtree(tmp_path / "multirun")
     again = write_report("grbm", "paper", tmp_path, tmp_path / "b").read_text()
     row = _rows(again)["grbm-fig1-iso-gibbs-all-modes"]
-    assert "**reproduced**" in row and "3 (n=1)" in row
+    assert "measured, not judged: reproduced" in row and "3 (n=1)" in row  # (claim excluded)
     assert _rows(live)["grbm-fig1-iso-gibbs-all-modes"].split("|")[:7] == row.split("|")[:7]
     assert "1 finished runs" in again and "1 of them from their records" in again
 
@@ -101,67 +97,49 @@ def test_a_benchmark_json_is_read_from_its_record_when_the_live_one_is_gone(tmp_
     assert [r["metrics"]["time_s"] for r in bench_recorded(tmp_path, "ratio_matching")] == [1.0]
 
 
-@pytest.fixture
-def earlier(tmp_path):
-    """An assembled report whose GRBM section judged two claims on runs this machine lacks."""
-    _finished_run(tmp_path / "old", ISO, 3)
+def test_a_claim_whose_runs_are_gone_is_not_run_and_names_its_sweep(tmp_path):
+    """No verdict outlives its runs: a claim with runs neither here nor on record is 'not
+    run' and says which sweep produces them (no carried-over rows, issue 41)."""
     name = "dataset=gmm_aniso,grbm_gmm_setting=gibbs,learner.n_epochs=5000"
-    _finished_run(tmp_path / "old", name, 3)
-    write_report("grbm", "paper", tmp_path / "old", tmp_path / "rep")
-    into = tmp_path / "reproduction.md"
-    into.write_text("# Report\n")
-    assemble(into, {"grbm": tmp_path / "rep" / "grbm.md"})
-    return into.read_text()
-
-
-def test_a_verdict_whose_runs_are_gone_is_carried_marked_and_counted(tmp_path, earlier):
-    before = earlier_report(earlier, TITLE)
-    assert verdict_of(before.rows["grbm-fig1-iso-gibbs-all-modes"]) == "reproduced"
-    assert verdict_of(before.rows["grbm-fig1-aniso-gibbs-misses-modes"]) == "not reproduced"
-    assert before.hardware == "test CPU" and before.deviations[0].startswith("- grbm/fig1_gmm")
-    # the new machine has a fresh run for the aniso claim (2 modes now), none for the iso one
-    name = "dataset=gmm_aniso,grbm_gmm_setting=gibbs,learner.n_epochs=5000"
-    _finished_run(tmp_path / "new", name, 2)
-    text = write_report("grbm", "paper", tmp_path / "new", tmp_path / "r2", earlier).read_text()
+    _finished_run(tmp_path, name, 1)
+    text = write_report("grbm", "paper", tmp_path, tmp_path / "r").read_text()
     rows = _rows(text)
-    iso = rows["grbm-fig1-iso-gibbs-all-modes"]
-    assert "**reproduced**" in iso and "3 (n=1)" in iso
-    assert f"carried over from the report of {before.when}; its runs are not on record" in iso
-    aniso = rows["grbm-fig1-aniso-gibbs-misses-modes"]  # judged afresh, not carried
-    assert "**reproduced**" in aniso and "2 (n=1)" in aniso and "carried" not in aniso
-    assert "**not run**" in rows["grbm-fig1-iso-langevin-w-adjust-in-modes"]  # nothing to carry
-    assert "Verdicts: reproduced: 2, not reproduced: 0, not run: 32, carried over: 1\n" in text
-    assert "1 verdict is carried over" in text
-    assert f"made on {before.hardware}" in text
-    assert f"as the report of {before.when} listed them:" in text
+    assert "carried" not in text
+    row = rows["grbm-fig1-iso-gibbs-in-modes"]
+    assert "**not run**" in row and "no runs for" in row
+    assert (
+        "to run it: `python -m ebmlab.run -m experiment=grbm/fig1_gmm scale=paper "
+        "dataset=gmm_iso grbm_gmm_setting=gibbs seed=0,1,2`" in row
+    )
+    assert "Verdicts: reproduced: " in text and ", inconclusive: " in text
+    needs = rows["grbm-t1-gibbs-fid"]  # a claim that needs something offline says only that
+    assert "**not run**" in needs and "to run it" not in needs
 
 
-def test_carrying_twice_keeps_the_first_date_and_one_mark(tmp_path, earlier):
-    before = earlier_report(earlier, TITLE)
-    row = before.rows["grbm-fig1-iso-gibbs-all-modes"]
-    once = carry(row, "2026-01-01 00:00")
-    twice = carry(once, "2027-01-01 00:00")
-    assert once == twice and twice.count("carried over") == 1 and "2026-01-01" in twice
-    assert verdict_of(twice) == "reproduced" and twice.count("|") == row.count("|")
-    # and through a whole report: regenerate from the carried report on an empty machine
-    into = tmp_path / "reproduction.md"
-    empty = tmp_path / "empty"
-    first = write_report("grbm", "paper", empty, tmp_path / "r1", earlier)
-    assemble(into, {"grbm": first})
-    second = write_report("grbm", "paper", empty, tmp_path / "r2", into.read_text()).read_text()
-    later = earlier_report(into.read_text(), TITLE)
-    assert later.when == before.when and later.hardware == before.hardware
-    assert later.deviations == before.deviations
-    assert _rows(second) == _rows(first.read_text())
+def test_records_only_ignores_live_runs_and_archives_nothing(tmp_path):
+    """``--records-only`` judges what a clean checkout holds: a finished run that is only in
+    the live sweep directory is not seen and not copied."""
+    from ebmlab.report.reproduce import reproduce
+
+    _finished_run(tmp_path, ISO, 3)
+    reproduce("grbm", "paper", tmp_path, tmp_path / "a", False, [], [], records_only=True)
+    assert not (tmp_path / "records").exists()
+    assert "3 (n=1)" not in (tmp_path / "a" / "grbm.md").read_text()
+    reproduce("grbm", "paper", tmp_path, tmp_path / "b", False, [], [])  # archives, then judges
+    assert "3 (n=1)" in (tmp_path / "b" / "grbm.md").read_text()
+    shutil.rmtree(sweep_dir(tmp_path, EXP, "paper"))
+    reproduce("grbm", "paper", tmp_path, tmp_path / "c", False, [], [], records_only=True)
+    assert "3 (n=1)" in (tmp_path / "c" / "grbm.md").read_text()
 
 
 def test_a_not_reproduced_claim_without_a_finding_is_named(tmp_path, monkeypatch, capsys):
     import ebmlab.report.reproduce as reproduce
 
-    name = "dataset=gmm_aniso,grbm_gmm_setting=gibbs,learner.n_epochs=5000"
-    _finished_run(tmp_path, name, 3)  # all 3 modes: "Gibbs misses the aniso modes" fails
+    name = "dataset=gmm_aniso,grbm_gmm_setting=gibbs_langevin_wo_adjust,learner.n_epochs=5000"
+    _finished_run(tmp_path, name, 3)  # all 3 modes: "collapses to fewer modes" fails
     data = load_claims("grbm")
-    assert any(c["id"] == "grbm-fig1-aniso-gibbs-misses-modes" for c in data["claims"])
+    claim = "grbm-fig1-aniso-gibbs-langevin-wo-adjust-collapses"
+    assert any(c["id"] == claim for c in data["claims"])
     write_report("grbm", "paper", tmp_path, tmp_path / "a")
     assert "have no `finding:`" not in capsys.readouterr().out  # the real claim explains it
     bare = {
@@ -172,37 +150,7 @@ def test_a_not_reproduced_claim_without_a_finding_is_named(tmp_path, monkeypatch
     text = write_report("grbm", "paper", tmp_path, tmp_path / "b").read_text()
     out = capsys.readouterr().out
     assert "1 claims are not reproduced and have no `finding:`" in out
-    assert "grbm-fig1-aniso-gibbs-misses-modes" in out.splitlines()[-1]
-    rows = _rows(text)
-    assert reproduce.unexplained_failures(bare["claims"], rows) == [
-        "grbm-fig1-aniso-gibbs-misses-modes"
-    ]
-
-
-def test_a_partial_rerun_of_a_carried_row_is_named(tmp_path, capsys):
-    for seed, name in ((1234, ISO), (1, ISO + ",seed=1")):  # the earlier report had two seeds
-        _finished_run(tmp_path / "old", name, 3, seed)
-    write_report("grbm", "paper", tmp_path / "old", tmp_path / "rep")
-    into = tmp_path / "reproduction.md"
-    into.write_text("# Report\n")
-    assemble(into, {"grbm": tmp_path / "rep" / "grbm.md"})
-    measured = into.read_text()
-    # a fresh machine carries those rows, then re-runs only the first seed
-    carried = write_report("grbm", "paper", tmp_path / "empty", tmp_path / "c", measured)
-    assemble(into, {"grbm": carried})
-    _finished_run(tmp_path / "new", ISO, 3)
-    capsys.readouterr()
-    text = write_report("grbm", "paper", tmp_path / "new", tmp_path / "n", into.read_text())
-    row = _rows(text.read_text())["grbm-fig1-iso-gibbs-all-modes"]
-    assert "3 (n=1)" in row and "carried" not in row
-    out = capsys.readouterr().out
-    assert "replace a carried row with fewer runs" in out
-    assert "grbm-fig1-iso-gibbs-all-modes (n=1 where it had 2)" in out
-    # a row that was measured (not carried) before is not compared: its runs are on record
-    write_report("grbm", "paper", tmp_path / "new", tmp_path / "m", measured)
-    assert "fewer runs" not in capsys.readouterr().out
-    before = earlier_report(into.read_text(), TITLE).rows["grbm-fig1-iso-gibbs-all-modes"]
-    assert fewer_runs(row, before) == [(1, 2)] and fewer_runs(before, before) == []
+    assert claim in out.splitlines()[-1] and f"| `{claim}`" in text
 
 
 def test_a_parked_run_resumes_on_a_new_machine_as_if_never_stopped(tmp_path):
