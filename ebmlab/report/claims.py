@@ -45,9 +45,9 @@ ordering or ratio whose sides ran at different settings (a 20,000-iteration run 
 ``min_run`` (dotted key -> least value) excludes runs shorter than a claim needs (a GRBM trained
 for 300 of the paper's 50,000 epochs says nothing about the modes it would learn); the verdict
 is then 'not run', with what the short runs would have given.
-A violated ordering names each violation's size in standard errors (from the runs' own
-``<metric>_se`` and from the spread over seeds, the larger) and says when every
-violation is within 2 of them: the order is then unresolved at that sample size.
+Every comparison names its margin and its size in standard errors (from the runs' own
+``<metric>_se`` and from the spread over seeds, the larger); under 2 of them it is
+inconclusive whichever way it points (:func:`decide`).
 """
 
 from __future__ import annotations
