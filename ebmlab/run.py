@@ -23,6 +23,7 @@ from hydra.experimental.callback import Callback
 from hydra.types import RunMode
 from omegaconf import DictConfig, OmegaConf
 
+from ebmlab.configs import config_dir, group_options, search_dirs
 from ebmlab.core.context import RunContext
 from ebmlab.core.health import Health
 from ebmlab.core.loop import LoopTask, run_task
@@ -32,10 +33,11 @@ from ebmlab.utils.cache import REBUILD_ENV
 from ebmlab.utils.config import apply_when, build, check_state_space, validate_node
 from ebmlab.utils.logging import MetricLogger
 from ebmlab.utils.memory import check_memory
+from ebmlab.utils.overrides import check_keys, searchpath_entries
 from ebmlab.utils.seeding import make_generator, resolve_device, seed_everything
 from ebmlab.utils.workspace import Workspace
 
-CONF_DIR = Path(__file__).resolve().parent.parent / "conf"
+CONF_DIR = config_dir()  # conf/ of the checkout, or ebmlab/conf of an installed wheel
 GROUPS = ("task", "model", "dataset", "sampler", "learner", "logger")
 EXIT_OK, EXIT_FAILED, EXIT_CONFIG, EXIT_RUNDIR = 0, 1, 2, 3
 _STATE: dict = {"task_started": False}
@@ -49,9 +51,8 @@ class RunFailure(Exception):
         super().__init__(message)
 
 
-def _options(group: str) -> list[str]:
-    d = CONF_DIR / group
-    return sorted(p.relative_to(d).with_suffix("").as_posix() for p in d.rglob("*.yaml"))
+def _options(group: str, dirs: list[Path] | None = None) -> list[str]:
+    return group_options(group, dirs)
 
 
 def _config_exit(msg: str) -> None:
@@ -60,16 +61,17 @@ def _config_exit(msg: str) -> None:
 
 
 def precheck_overrides(argv: list[str]) -> None:
-    """Reject unknown config-group options with the list of allowed ones (exit 2)."""
+    """Reject unknown config-group options with the list of allowed ones, and unknown keys
+    with the keys nearby (exit 2). Options in a ``hydra.searchpath`` folder count."""
+    dirs = search_dirs(searchpath_entries(argv))
     for arg in argv:
         if "=" not in arg or arg.startswith("-"):
             continue
         key, value = arg.split("=", 1)
         key = key.lstrip("+~")
-        d = CONF_DIR / key
-        if not d.is_dir() or "." in key:
+        if not any((d / key).is_dir() for d in dirs) or "." in key:
             continue
-        allowed = _options(key)
+        allowed = _options(key, dirs)
         for choice in value.split(","):
             choice = choice.strip()
             if choice in ("null", "") and key in GROUPS:
@@ -83,6 +85,10 @@ def precheck_overrides(argv: list[str]) -> None:
                 _config_exit(
                     f"{key}={choice}: unknown option; allowed: {', '.join(allowed) or '(none)'}"
                 )
+    try:
+        check_keys(argv, CONF_DIR)
+    except ConfigError as e:
+        _config_exit(str(e))
 
 
 def _check_device(name: str):
@@ -250,12 +256,17 @@ class SweepSummary(Callback):
             print(f"  FAILED (exit {code}) {run_dir}: {msg}", file=sys.stderr)
 
 
-@hydra.main(version_base="1.3", config_path="../conf", config_name="config")
+@hydra.main(version_base="1.3", config_path=str(CONF_DIR), config_name="config")
 def main(cfg: DictConfig):
     return execute(cfg)
 
 
 def cli() -> None:
+    if sys.argv[1:2] == ["report"]:  # `ebmlab report ...` is `ebmlab-report ...`
+        from ebmlab.report.__main__ import main as report
+
+        report(sys.argv[2:])
+        return
     precheck_overrides(sys.argv[1:])
     try:
         main()

@@ -24,6 +24,7 @@ from pathlib import Path
 from omegaconf import DictConfig, OmegaConf
 
 from ebmlab.errors import ConfigError
+from ebmlab.utils.relpaths import project_of, project_relative
 from ebmlab.utils.workspace import atomic_write_text
 
 # keys that change how a run is shown or stored, never its numbers
@@ -210,7 +211,7 @@ def write_status(run_dir: Path, code: int, message: str, choices: dict | None = 
     """A sweep job's outcome; with its config-group ``choices`` so that reports can tell
     which claim a failed run was meant for."""
     run_dir.mkdir(parents=True, exist_ok=True)
-    status = {"exit_code": code, "message": message}
+    status = {"exit_code": code, "message": project_relative(message, project_of(run_dir))}
     if choices is not None:
         status["choices"] = {k: str(v) for k, v in choices.items()}
     atomic_write_text(run_dir / "status.json", json.dumps(status))
