@@ -1,4 +1,4 @@
-"""The committed record of finished runs, and verdicts carried from an earlier report.
+"""The committed record of finished runs, and parked unfinished runs.
 
 Run directories live under ``outputs/`` and are not committed: a fresh clone, or a machine
 that lost its disk, has none of them. ``outputs/records/`` keeps, for every finished run a
@@ -8,10 +8,10 @@ read from), mirroring the run's path, plus the benchmark JSONs the claims read. 
 and committed, so ``python -m ebmlab.report reproduce`` gives the same verdicts on any
 checkout. A live run directory wins over its record of the same path.
 
-A report rewritten into a file (``--into docs/reproduction.md``) may hold verdicts whose runs
-are in neither place, made before records existed. Such a claim, which the new runs leave
-"not run", keeps its earlier row, marked with the date of the report it came from
-(:func:`carry`), instead of silently losing a measured result.
+A verdict is only ever computed from runs that are here or on record: a claim whose runs are
+in neither place is "not run". ``reproduce --records-only`` (and ``--into``, which writes the
+committed docs) reads the records alone, so what it writes depends on the commit, not on the
+machine.
 
 A run longer than a machine's life (a preemptible node, a workspace reset between sessions)
 can be *parked*: :func:`park_runs` keeps each unfinished run's last checkpoint, config,
@@ -22,11 +22,8 @@ metric log and progress under ``records/parked/``, at the run's own path, and
 from __future__ import annotations
 
 import json
-import re
 import shutil
 import time
-from dataclasses import dataclass, field
-from itertools import takewhile
 from pathlib import Path
 
 from ebmlab.report.runs import bench_rows, collect, collect_failed, collect_unfinished
@@ -34,13 +31,13 @@ from ebmlab.report.spec import sweep_dir
 from ebmlab.utils.relpaths import project_relative
 from ebmlab.utils.workspace import Workspace
 
-RECORD_FILES = ("results.json", "run_config.json", ".hydra/overrides.yaml", "metrics.jsonl")
-VERDICT = re.compile(r"\*\*(reproduced|not reproduced|not run)\*\*")
+RECORD_FILES = (
+    "results.json",
+    "run_config.json",
+    ".hydra/overrides.yaml",
+    "metrics.jsonl",
+)
 DEVIATIONS = "Runs with settings other than the paper's"
-CARRIED_RUNS = "The carried verdicts' runs, as the report of {} listed them:"
-CARRIED_RUNS_START = CARRIED_RUNS.split("{")[0]
-CARRIED_HEAD = re.compile(r"carried over from the report of (\S+ \S+) \(marked\), made on (.*?): ")
-CARRIED = re.compile(r" \(carried over from the report of ([^;]+); its runs are not on record\)")
 
 
 # progress first and the checkpoint before the metric log: a copy taken while the run writes
@@ -103,23 +100,30 @@ def archive_runs(root: Path, experiment: str, scale: str) -> int:
     return changed
 
 
-def _live_then_recorded(root: Path, experiment: str, scale: str, read, also_live=()) -> list:
+def _live_then_recorded(
+    root: Path, experiment: str, scale: str, read, also_live=(), live_too: bool = True
+) -> list:
     """``read`` (collect or collect_failed) of the live sweep directory, then of its record,
     leaving out the recorded runs whose directory is here (read, or named in ``also_live``:
-    a live run wins over its record)."""
+    a live run wins over its record); with ``live_too`` False, of the record alone."""
     here = sweep_dir(root, experiment, scale)
     kept_at = sweep_dir(records_root(root), experiment, scale)
+    if not live_too:
+        return read(kept_at)
     live = read(here)
     names = {r["run_dir"].relative_to(here) for r in live} | set(also_live)
     return live + [r for r in read(kept_at) if r["run_dir"].relative_to(kept_at) not in names]
 
 
-def failed_recorded(root: Path, experiment: str, scale: str) -> list[dict]:
+def failed_recorded(root: Path, experiment: str, scale: str, live_too: bool = True) -> list[dict]:
     """The failed jobs of ``experiment``: live, then recorded ones not on this machine (a job
-    that has since started again here, finished or not, wins)."""
+    that has since started again here, finished or not, wins); the recorded ones alone with
+    ``live_too`` False."""
     here = sweep_dir(root, experiment, scale)
-    started = [p.parent.relative_to(here) for p in here.rglob("run_config.json")]
-    return _live_then_recorded(root, experiment, scale, collect_failed, started)
+    started = (
+        [p.parent.relative_to(here) for p in here.rglob("run_config.json")] if live_too else []
+    )
+    return _live_then_recorded(root, experiment, scale, collect_failed, started, live_too)
 
 
 def bench_name(bench: str, scale: str) -> str:
@@ -135,93 +139,18 @@ def archive_bench(root: Path, name: str) -> None:
         _copy(src, records_root(root) / "bench" / src.name)
 
 
-def collect_recorded(root: Path, experiment: str, scale: str) -> list[dict]:
+def collect_recorded(root: Path, experiment: str, scale: str, live_too: bool = True) -> list[dict]:
     """The finished runs of ``experiment``: the live run directories, then the records of
-    runs that are not (or no longer) on this machine."""
-    return _live_then_recorded(root, experiment, scale, collect)
+    runs that are not (or no longer) on this machine; the records alone with ``live_too``
+    False."""
+    return _live_then_recorded(root, experiment, scale, collect, live_too=live_too)
 
 
-def bench_recorded(root: Path, name: str) -> list[dict]:
-    """A benchmark's rows, from its live JSON, else from its record."""
+def bench_recorded(root: Path, name: str, live_too: bool = True) -> list[dict]:
+    """A benchmark's rows, from its live JSON, else (or with ``live_too`` False) its record."""
     live = Path(root) / "bench" / f"{name}.json"
-    return bench_rows(live if live.exists() else records_root(root) / "bench" / live.name)
-
-
-def _cells(row: str) -> list[str]:
-    return re.split(r"(?<!\\)\|", row.strip().strip("|"))
-
-
-@dataclass
-class Earlier:
-    """What an assembled report said about one paper: its claim rows (id -> table row), when
-    it was generated, on what hardware, and its list of runs with non-paper settings."""
-
-    rows: dict[str, str] = field(default_factory=dict)
-    when: str = "an unknown date"
-    hardware: str = ""
-    deviations: list[str] = field(default_factory=list)
-
-
-def earlier_report(text: str, title: str) -> Earlier:
-    """The section ``## Reproduction: <title>`` of an assembled report, parsed."""
-    start = text.find(f"## Reproduction: {title}\n")
-    if start < 0:
-        return Earlier()
-    end = text.find("\n## Reproduction: ", start + 1)
-    lines = text[start : end if end > 0 else len(text)].splitlines()
-    out = Earlier()
-    carried_block = False
-    for i, line in enumerate(lines):
-        head = re.match(r"Scale: .*?Hardware: (.*?)\. Generated (\S+ \S+)", line)
-        if head:
-            out.hardware, out.when = head.groups()
-            again = CARRIED_HEAD.search(line)  # a report that itself carried verdicts
-            if again:
-                out.when, out.hardware = again.groups()
-        block = line.startswith(CARRIED_RUNS_START)
-        if block or (line.startswith(DEVIATIONS) and not carried_block):
-            carried_block |= block
-            out.deviations = list(
-                takewhile(lambda ln: not ln.startswith(("|", "The ")), lines[i + 2 :])
-            )
-        m = re.match(r"\| `([^`]+)`:", line)
-        if m:
-            out.rows[m.group(1)] = line
-    while out.deviations and not out.deviations[-1].strip():
-        out.deviations.pop()
-    return out
-
-
-def verdict_of(row: str) -> str | None:
-    cells = _cells(row)
-    m = VERDICT.match(cells[5].strip()) if len(cells) == 8 else None
-    return m.group(1) if m else None
-
-
-def carry(row: str, when: str) -> str:
-    """An earlier report's row for a claim the present runs leave unjudged, its verdict
-    cell marked with the date of the report it was measured for (kept if already marked)."""
-    cells = _cells(row)
-    if not CARRIED.search(cells[5]):
-        cells[5] = cells[5].rstrip() + (
-            f" (carried over from the report of {when}; its runs are not on record) "
-        )
-    return "|" + "|".join(cells) + "|"
-
-
-def fewer_runs(row: str, earlier_row: str) -> list[tuple[int, int]]:
-    """(runs now, runs then) for each value of ``row`` measured on fewer runs than in the
-    carried row of an earlier report it replaces: a partial re-run (seed 0 of three) replaces
-    a carried row whole, so the others' seeds drop out until they are run again."""
-    then_cells, now_cells = _cells(earlier_row), _cells(row)
-    if len(then_cells) != 8 or len(now_cells) != 8 or not CARRIED.search(then_cells[5]):
-        return []
-    then, now = (
-        [int(n) for n in re.findall(r"\(n=(\d+)\)", cells[3])] for cells in (then_cells, now_cells)
-    )
-    if len(then) != len(now):
-        return []
-    return [(a, b) for a, b in zip(now, then) if a < b]
+    use_live = live_too and live.exists()
+    return bench_rows(live if use_live else records_root(root) / "bench" / live.name)
 
 
 def _step(run_dir: Path) -> int:
@@ -287,16 +216,24 @@ def unpark_runs(root: Path) -> list[Path]:
     return restored
 
 
-def collect_parked(root: Path, experiment: str, scale: str) -> list[dict]:
-    """The parked runs of ``experiment`` that are not on this machine, as unfinished runs
+def collect_parked(root: Path, experiment: str, scale: str, live_too: bool = True) -> list[dict]:
+    """The parked runs of ``experiment`` that are not on this machine (with ``live_too`` False:
+    that have not finished on record, whatever is here), as unfinished runs
     (:func:`collect_unfinished`) whose ``unfinished`` says where they stopped and how to go on."""
     root = Path(root)
-    here, kept = sweep_dir(root, experiment, scale), sweep_dir(parked_root(root), experiment, scale)
+    here, kept = (
+        sweep_dir(root, experiment, scale),
+        sweep_dir(parked_root(root), experiment, scale),
+    )
     runs = []
     for r in collect_unfinished(kept):
         rel = r["run_dir"].relative_to(kept)
         live = here / rel
-        if (live / "run_config.json").exists() or _finished(root, live.relative_to(root)):
+        if live_too and (live / "run_config.json").exists():
+            continue
+        if (records_root(root) / live.relative_to(root) / "results.json").exists() or (
+            live_too and (live / "results.json").exists()
+        ):
             continue
         p = json.loads((r["run_dir"] / "progress.json").read_text())
         r["unfinished"] = (
