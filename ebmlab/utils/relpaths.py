@@ -10,7 +10,7 @@ from pathlib import Path
 
 def project_relative(text: str, project: Path | str | None = None) -> str:
     """``text`` with each absolute path inside ``project`` (default: the current directory)
-    written relative to it (``/home/me/ebmlab/outputs/x`` -> ``outputs/x``; the project itself
+    written relative to it (``<project>/outputs/x`` -> ``outputs/x``; the project itself
     -> ``.``). Paths elsewhere are left as they are."""
     root = Path(project if project is not None else Path.cwd()).resolve().as_posix().rstrip("/")
     if not root:  # the file-system root: every path is inside it, none is made relative
