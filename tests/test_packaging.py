@@ -200,3 +200,23 @@ def test_exactness_harness_is_in_the_package():
 
     assert tests.exactness.assert_exact is testing.assert_exact
     assert tests.exactness.DenseIsing is testing.DenseIsing
+
+
+@pytest.mark.parametrize("overrides", [[], ["scale=smoke"], ["experiment=dlp/fig5_ising_learning"]])
+def test_composing_a_run_warns_nothing(overrides):
+    """No warning noise on a normal run, with or without `experiment=` (a defaults list
+    without `_self_`, a config validated against a schema of its name, ... would warn here)."""
+    import warnings
+
+    from hydra import compose, initialize_config_dir
+    from hydra.core.global_hydra import GlobalHydra
+
+    GlobalHydra.instance().clear()
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")
+            with initialize_config_dir(config_dir=str(run.CONF_DIR), version_base="1.3"):
+                cfg = compose("config", overrides, return_hydra_config=True)
+    finally:
+        GlobalHydra.instance().clear()
+    assert cfg.hydra.job.chdir is False
