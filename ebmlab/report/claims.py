@@ -60,11 +60,12 @@ from pathlib import Path
 
 import yaml
 
+from ebmlab.configs import config_dir
 from ebmlab.report.runs import MISSING, key_value, logged_rows
 from ebmlab.utils.rundir import NON_IDENTITY_KEYS
 
 REPO = Path(__file__).resolve().parents[2]
-CLAIMS_DIR = REPO / "conf" / "claims"
+CLAIMS_DIR = config_dir() / "claims"  # conf/claims of the checkout, or the installed copy
 KINDS = ("value", "ordering", "ratio", "less_than", "greater_than")
 REPRODUCED, NOT_REPRODUCED, INCONCLUSIVE, NOT_RUN = (
     "reproduced",
