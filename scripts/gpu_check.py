@@ -335,6 +335,12 @@ def main(argv=None) -> int:
         print("gpu-check: CUDA is not available here (torch "
               f"{torch.__version__}); use --cpu for a dry run", file=sys.stderr)  # fmt: skip
         return 2
+    chosen = [p for p in a.phases.split(",") if p]
+    if not chosen or any(p not in BUDGET for p in chosen):
+        print(
+            f"gpu-check: --phases takes some of {list(BUDGET)} (got {a.phases!r})", file=sys.stderr
+        )
+        return 2
     families = [f for f in a.families.split(",") if f]
     unknown = [f for f in families if f not in FAMILIES]
     if unknown:
@@ -361,13 +367,13 @@ def main(argv=None) -> int:
         "bench": ("(d) GPU benchmarks", lambda c: phase_bench(work, c, a.cpu)),
     }  # fmt: skip
     sections, verdicts, t_start = [], {}, time.monotonic()
-    for key in [p for p in a.phases.split(",") if p]:
+    for key in chosen:
         title, fn = phases[key]
         t0 = time.monotonic()
-        print(f"gpu-check: {title} (budget {BUDGET[key]:.0f} s)", file=sys.stderr, flush=True)
-        scale = a.budget_scale or (6.0 if a.cpu else 1.0)  # a loaded 2-core CPU is slow
+        budget = BUDGET[key] * (a.budget_scale or (6.0 if a.cpu else 1.0))  # CPUs are slower
+        print(f"gpu-check: {title} (budget {budget:.0f} s)", file=sys.stderr, flush=True)
         try:
-            ok, text = fn(Clock(BUDGET[key] * scale))
+            ok, text = fn(Clock(budget))
         except Exception as e:  # noqa: BLE001 - each phase reports its own failure
             ok, text = False, f"the phase itself failed: {type(e).__name__}: {e}"
         verdicts[key] = ok

@@ -34,9 +34,11 @@ def test_without_cuda_it_stops_before_any_work(monkeypatch, capsys, tmp_path):
     assert list(tmp_path.iterdir()) == []
 
 
-def test_unknown_family_is_a_clear_error(capsys):
+def test_unknown_family_or_phase_is_a_clear_error(capsys):
     assert gpu_check.main(["--cpu", "--families", "nope"]) == 2
     assert "unknown families" in capsys.readouterr().err
+    assert gpu_check.main(["--cpu", "--phases", "resume,nope"]) == 2
+    assert "--phases takes some of" in capsys.readouterr().err
 
 
 def test_every_family_names_a_real_experiment():

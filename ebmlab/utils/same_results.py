@@ -9,7 +9,7 @@
   by a few units in its last place (float32 resolution: 1.2e-7); a resume that went wrong
   (other chains, other parameters) moves every statistic by far more.
 
-Timings (wall-clock seconds and rates per second) are never compared.
+Timings (wall-clock seconds and rates per second) and cache flags are never compared.
 """
 
 from __future__ import annotations
@@ -22,9 +22,10 @@ CUDA_REL_TOL = 1e-6
 CUDA_ABS_TOL = 1e-9
 
 
-def is_timing(key: str) -> bool:
-    """Keys that measure wall-clock time (``seconds``, ``ess_per_second``, ``ess_t``, ...)."""
-    return "second" in key or key in ("time_per_iter", "ess_t")
+def not_compared(key: str) -> bool:
+    """Keys that measure wall-clock time (``seconds``, ``ess_per_second``, ``ess_t``, ...) or
+    say whether a cache was found (``rbm_cached``: the first of two runs builds it)."""
+    return "second" in key or key in ("time_per_iter", "ess_t") or key.endswith("_cached")
 
 
 def differences(a: dict, b: dict, device: str | torch.device, prefix: str = "") -> list[str]:
@@ -32,7 +33,7 @@ def differences(a: dict, b: dict, device: str | torch.device, prefix: str = "") 
     numbers, strings and tensors) differ beyond what ``device`` allows; [] when they agree."""
     kind = torch.device(device).type
     out: list[str] = []
-    keys = [k for k in dict.fromkeys([*a, *b]) if not is_timing(str(k))]
+    keys = [k for k in dict.fromkeys([*a, *b]) if not not_compared(str(k))]
     for k in keys:
         name = f"{prefix}{k}"
         if k not in a or k not in b:
