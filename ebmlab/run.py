@@ -30,8 +30,14 @@ from ebmlab.core.loop import LoopTask, run_task
 from ebmlab.errors import CheckpointError, ConfigError, DivergenceError
 from ebmlab.utils import rundir
 from ebmlab.utils.cache import REBUILD_ENV
-from ebmlab.utils.config import apply_when, build, check_state_space, validate_node
-from ebmlab.utils.logging import MetricLogger
+from ebmlab.utils.config import (
+    build,
+    check_state_space,
+    reject_when,
+    run_choices,
+    validate_node,
+)
+from ebmlab.utils.logging import MetricLogger, run_labels, wandb_config
 from ebmlab.utils.memory import check_memory
 from ebmlab.utils.overrides import check_keys, searchpath_entries
 from ebmlab.utils.seeding import make_generator, resolve_device, seed_everything
@@ -117,8 +123,7 @@ def _print_results(results: dict, run_dir: Path, note: str = "", warnings=()) ->
 
 
 def _validate(cfg: DictConfig, choices: dict) -> None:
-    cli_keys = {o.split("=", 1)[0].lstrip("+~") for o in HydraConfig.get().overrides.task}
-    apply_when(cfg, choices, cli_keys)
+    reject_when(cfg)
     for group in GROUPS:
         node = cfg.get(group)
         if isinstance(node, DictConfig) and "_target_" in node:
@@ -150,11 +155,14 @@ def _run(cfg: DictConfig, run_dir: Path, choices: dict) -> tuple[dict, str]:
             return done, task.main_metric
         seed_everything(int(cfg.seed))
         logger_settings = build(cfg.logger, "logger") if cfg.get("logger") else None
+        scale = str(choices.get("scale", "paper"))
+        run_name, tags = run_labels(str(cfg.name), scale, choices, run_dir)
         logger = MetricLogger(
             run_dir,
             logger_settings,
-            OmegaConf.to_container(cfg, resolve=True),
-            run_name=f"{choices.get('task')}/{run_dir.name}",
+            wandb_config(OmegaConf.to_container(cfg, resolve=True), choices, scale),
+            run_name=run_name,
+            tags=tags,
         )
         ctx = RunContext(
             cfg=cfg,
@@ -184,7 +192,7 @@ def execute(cfg: DictConfig):
     _STATE["task_started"] = True
     hc = HydraConfig.get()
     run_dir = Path(hc.runtime.output_dir)
-    choices = {k: v for k, v in hc.runtime.choices.items() if not k.startswith("hydra")}
+    choices = run_choices(hc.runtime.choices)
     sweep = hc.mode == RunMode.MULTIRUN
     try:
         try:

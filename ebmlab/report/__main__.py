@@ -1,6 +1,6 @@
 """Command line of ebmlab.report.
 
-python -m ebmlab.report table EXPERIMENT [--scale paper|smoke] [--root outputs]
+python -m ebmlab.report table EXPERIMENT [--scale paper|smoke] [--root outputs] [--wandb]
 python -m ebmlab.report runs SWEEP_DIR... --group KEY... --metrics M... --out PATH
 python -m ebmlab.report figure KIND SWEEP_DIR... --out PNG [--title T] [--set key=value]
 python -m ebmlab.report run-dirs EXPERIMENT --scale S --where k=v --key dataset --as NAME
@@ -22,7 +22,14 @@ from ebmlab.report.tables import write_table
 
 
 def _table(a) -> None:
-    build_report(a.experiment, a.scale, a.root)
+    written = build_report(a.experiment, a.scale, a.root)
+    if a.wandb:
+        from ebmlab.report.wandb_export import log_report
+
+        out = spec.out_dir(a.root, a.experiment, a.scale)
+        print(
+            f"W&B ({a.wandb_mode}): {log_report(a.experiment, a.scale, written, out, a.wandb_mode)}"
+        )
 
 
 def _runs_table(a) -> None:
@@ -91,6 +98,8 @@ def main(argv=None) -> None:
     t.add_argument("experiment", help="e.g. dlp/fig3_ising_sampling")
     t.add_argument("--scale", choices=spec.SCALES, default="paper")
     t.add_argument("--root", type=Path, default=Path("outputs"))
+    t.add_argument("--wandb", action="store_true", help="also log the tables and figures to W&B")
+    t.add_argument("--wandb-mode", choices=("offline", "online"), default="offline")
     t.set_defaults(fn=_table)
     r = sub.add_parser("runs", help="an ad-hoc table of any sweep directories")
     r.add_argument("sweep_dir", type=Path, nargs="+")

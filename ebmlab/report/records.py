@@ -26,7 +26,13 @@ import shutil
 import time
 from pathlib import Path
 
-from ebmlab.report.runs import bench_rows, collect, collect_failed, collect_unfinished
+from ebmlab.report.runs import (
+    bench_rows,
+    collect,
+    collect_failed,
+    collect_unfinished,
+    unique_runs,
+)
 from ebmlab.report.spec import sweep_dir
 from ebmlab.utils.relpaths import project_relative
 from ebmlab.utils.workspace import Workspace
@@ -82,46 +88,62 @@ def _copy(src: Path, out: Path) -> bool:
     return True
 
 
+def _run_dirs(root: Path, experiment: str, scale: str) -> list[Path]:
+    """Where the runs of ``experiment`` at ``scale`` live below ``root``: its sweeps
+    (``multirun/<experiment>/<scale>``) and its single runs (``runs/<experiment>/<scale>``)."""
+    sweeps = sweep_dir(root, experiment, scale)
+    return [sweeps, Path(root) / "runs" / sweeps.relative_to(Path(root) / "multirun")]
+
+
 def archive_runs(root: Path, experiment: str, scale: str) -> int:
-    """Copy the record files of every finished run of ``experiment`` at ``scale`` into
-    ``<root>/records/``, at the run's own relative path, and the ``status.json`` of every job
-    that failed (its message is a result too). Returns how many runs were new or changed."""
+    """Copy the record files of every finished run of ``experiment`` at ``scale`` (sweep jobs
+    and single runs) into ``<root>/records/``, at the run's own relative path, and the
+    ``status.json`` of every job that failed (its message is a result too). Returns how many
+    runs were new or changed."""
     root = Path(root)
-    here = sweep_dir(root, experiment, scale)
-    finished = sorted(here.rglob("results.json"))
-    failed = [r["run_dir"] / "status.json" for r in collect_failed(here)]
     changed = 0
-    for res in finished + failed:
-        dest = records_root(root) / res.parent.relative_to(root)
-        for name in (*RECORD_FILES, "status.json"):
-            src = res.parent / name
-            if src.exists() and _copy(src, dest / name):
-                changed += name == res.name
+    for here in _run_dirs(root, experiment, scale):
+        finished = sorted(here.rglob("results.json"))
+        failed = [r["run_dir"] / "status.json" for r in collect_failed(here)]
+        for res in finished + failed:
+            dest = records_root(root) / res.parent.relative_to(root)
+            for name in (*RECORD_FILES, "status.json"):
+                src = res.parent / name
+                if src.exists() and _copy(src, dest / name):
+                    changed += name == res.name
     return changed
 
 
 def _live_then_recorded(
     root: Path, experiment: str, scale: str, read, also_live=(), live_too: bool = True
 ) -> list:
-    """``read`` (collect or collect_failed) of the live sweep directory, then of its record,
-    leaving out the recorded runs whose directory is here (read, or named in ``also_live``:
-    a live run wins over its record); with ``live_too`` False, of the record alone."""
-    here = sweep_dir(root, experiment, scale)
-    kept_at = sweep_dir(records_root(root), experiment, scale)
+    """``read`` (collect or collect_failed) of the live run directories (sweeps, then single
+    runs), then of their record, leaving out the recorded runs whose directory is here (read,
+    or named in ``also_live``, relative to ``root``: a live run wins over its record); with
+    ``live_too`` False, of the record alone. Each run once (:func:`unique_runs`: keyed by its
+    config hash, wherever it lives)."""
+    root = Path(root)
+    kept = records_root(root)
+    recorded = [r for d in _run_dirs(kept, experiment, scale) for r in read(d)]
     if not live_too:
-        return read(kept_at)
-    live = read(here)
-    names = {r["run_dir"].relative_to(here) for r in live} | set(also_live)
-    return live + [r for r in read(kept_at) if r["run_dir"].relative_to(kept_at) not in names]
+        return unique_runs(recorded)
+    live = [r for d in _run_dirs(root, experiment, scale) for r in read(d)]
+    names = {r["run_dir"].relative_to(root) for r in live} | set(also_live)
+    return unique_runs(live + [r for r in recorded if r["run_dir"].relative_to(kept) not in names])
 
 
 def failed_recorded(root: Path, experiment: str, scale: str, live_too: bool = True) -> list[dict]:
     """The failed jobs of ``experiment``: live, then recorded ones not on this machine (a job
     that has since started again here, finished or not, wins); the recorded ones alone with
     ``live_too`` False."""
-    here = sweep_dir(root, experiment, scale)
     started = (
-        [p.parent.relative_to(here) for p in here.rglob("run_config.json")] if live_too else []
+        [
+            p.parent.relative_to(root)
+            for here in _run_dirs(root, experiment, scale)
+            for p in here.rglob("run_config.json")
+        ]
+        if live_too
+        else []
     )
     return _live_then_recorded(root, experiment, scale, collect_failed, started, live_too)
 

@@ -2,8 +2,8 @@
 
 A run is a directory holding ``results.json``. Its settings are read, in order, from the
 sweep overrides (``.hydra/overrides.yaml``), the config-group choices recorded in
-``results.json``, and the resolved config (``run_config.json``, after the experiment's
-``when:`` settings; else ``.hydra/config.yaml``), so a table can group runs by any key.
+``results.json``, and the resolved config (``run_config.json``; else ``.hydra/config.yaml``),
+so a table can group runs by any key. A run counts once wherever it lives (:func:`unique_runs`).
 """
 
 from __future__ import annotations
@@ -17,8 +17,9 @@ from pathlib import Path
 
 import yaml
 
+from ebmlab.utils.config import run_choices
 from ebmlab.utils.logging import read_metrics
-from ebmlab.utils.rundir import LOCATION_KEYS, NON_IDENTITY_KEYS, process_alive
+from ebmlab.utils.rundir import LOCATION_KEYS, NON_IDENTITY_KEYS, config_hash, process_alive
 
 MISSING = "-"
 SHARED_BELOW = 0.9  # a run with less CPU per thread than this shared its cores
@@ -52,7 +53,7 @@ def _hydra_choices(run_dir: Path) -> dict[str, str]:
         return {}
     saved = yaml.safe_load(f.read_text()) or {}
     choices = saved.get("hydra", {}).get("runtime", {}).get("choices") or {}
-    return {k: v for k, v in choices.items() if not k.startswith("hydra") and v is not None}
+    return {k: v for k, v in run_choices(choices).items() if v is not None}
 
 
 def collect(sweep_dir: Path) -> list[dict]:
@@ -76,7 +77,30 @@ def collect(sweep_dir: Path) -> list[dict]:
                 "warnings": list(data.get("warnings", [])),
             }
         )
-    return runs
+    return unique_runs(runs)
+
+
+def identity_key(run: dict) -> str:
+    """What makes two records the same run: the hash of the config it ran (``run_config.json``)
+    and its seed (which that config holds too), wherever its directory is; the directory
+    itself for a run that recorded no config."""
+    if (Path(run["run_dir"]) / "run_config.json").exists() and run.get("config"):
+        return f"{config_hash(run['config'])}:seed={run.get('seed')}"
+    return f"dir:{Path(run['run_dir']).resolve()}"
+
+
+def unique_runs(runs: list[dict]) -> list[dict]:
+    """Each run once, the first record of each :func:`identity_key` kept: the same config run
+    under two directory names (``sampler=gwg/`` and ``sampler=gwg,seed=0/`` hold one run: seed 0
+    is the default), in ``runs/`` and ``multirun/``, or both here and in the records."""
+    seen: set[str] = set()
+    out = []
+    for run in runs:
+        key = identity_key(run)
+        if key not in seen:
+            seen.add(key)
+            out.append(run)
+    return out
 
 
 def cpu_share_note(runs: list[dict]) -> str:

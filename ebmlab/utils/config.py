@@ -136,55 +136,25 @@ def build(node: DictConfig, key: str, **extra):
         raise
 
 
-def apply_when(cfg: DictConfig, choices: dict, cli_keys: set[str]) -> list[str]:
-    """Apply an experiment's ``when:`` settings: per-choice values of a sweep.
-
-    ``when`` maps a condition to dotted keys and values. A condition is ``group=choice``
-    (``sampler=dmala``, ``scale=smoke``), ``dotted.key=value`` (``dataset.name=checkerboard``,
-    compared with the composed value), or several of them joined by commas (all must hold:
-    ``sampler=acs,dataset=caltech``). Each entry whose condition holds is applied, in file
-    order, except for keys given on the command line (``cli_keys``), which always win.
-    Conditions are tested on the config as composed, before any entry is applied.
-    Returns the keys set.
-    """
-    when = cfg.get("when")
-    if when is None:
-        return []
-    if not isinstance(when, DictConfig):
-        raise ConfigError("when", "must be a mapping of `group=choice` to {dotted.key: value}")
-    holds = {cond: _when_holds(cfg, choices, cond) for cond in when}
-    applied = []
-    for cond, settings in when.items():
-        if not holds[cond]:
-            continue
-        if not isinstance(settings, DictConfig):
-            raise ConfigError(f"when.{cond}", "must map dotted keys to values")
-        for key, value in settings.items():
-            if key in cli_keys:
-                continue
-            parent = key.rsplit(".", 1)[0] if "." in key else None
-            if parent is not None and OmegaConf.select(cfg, parent) is None:
-                raise ConfigError(f"when.{cond}.{key}", f"{parent} is not in the composed config")
-            OmegaConf.update(cfg, key, value, merge=True, force_add=True)
-            applied.append(key)
-    return applied
+WHEN_DIR = "when"  # conf/when/<experiment>/: an experiment's per-choice settings (docs/configs.md)
 
 
-def _when_holds(cfg: DictConfig, choices: dict, cond) -> bool:
-    """Whether every ``key=value`` clause of a ``when`` condition holds for this run."""
-    clauses = cond.split(",") if isinstance(cond, str) else [None]
-    result = True
-    for clause in clauses:
-        if clause is None or clause.count("=") != 1:
-            raise ConfigError(f"when.{cond}", "keys must read `group=choice` (e.g. sampler=dmala)")
-        key, want = (s.strip() for s in clause.split("="))
-        if key in choices:
-            result &= str(choices[key]) == want
-        elif "." in key:
-            result &= str(OmegaConf.select(cfg, key, default=None)) == want
-        else:
-            raise ConfigError(f"when.{cond}", f"unknown group {key!r}; one of {sorted(choices)}")
-    return result
+def run_choices(choices) -> dict:
+    """The config-group choices of a run (``hydra.runtime.choices``) without Hydra's own groups
+    and the files of ``conf/when/`` that composed the experiment's per-choice settings."""
+    return {k: v for k, v in choices.items() if not k.startswith(("hydra", WHEN_DIR))}
+
+
+def reject_when(cfg: DictConfig) -> None:
+    """Refuse a ``when:`` node (how per-choice settings were written before Hydra composed
+    them): its values would not be applied, so the run would not be what it says."""
+    if "when" in cfg:
+        raise ConfigError(
+            "when",
+            "per-choice settings are files composed by Hydra now: write each `group=choice: "
+            "{key: value}` entry as conf/when/<experiment>/<group>/<choice>.yaml and list the "
+            "group in conf/when/<experiment>/conditions.yaml (docs/configs.md)",
+        )
 
 
 def check_state_space(cfg: DictConfig, choices: dict) -> None:
@@ -218,9 +188,9 @@ def check_state_space(cfg: DictConfig, choices: dict) -> None:
 
 def compose_job(overrides: list[str]) -> tuple[dict, DictConfig]:
     """(group choices, job config) of ``python -m ebmlab.run <overrides>`` outside a Hydra app:
-    composed from ``conf/`` with the ``when:`` settings applied and ``hydra.runtime`` set, so
-    interpolations resolve. A Hydra that is already initialised (a test's, an app's) is left
-    as it was."""
+    composed from ``conf/`` (the experiment's per-choice settings included: Hydra composes
+    them) with ``hydra.runtime`` set, so interpolations resolve. A Hydra that is already
+    initialised (a test's, an app's) is left as it was."""
     from pathlib import Path
 
     from hydra import compose, initialize_config_dir
@@ -236,7 +206,5 @@ def compose_job(overrides: list[str]) -> tuple[dict, DictConfig]:
             cfg = compose("config", overrides=list(overrides), return_hydra_config=True)
     finally:
         restore_gh_from_backup(outer)
-    choices = {k: v for k, v in cfg.hydra.runtime.choices.items() if not k.startswith("hydra")}
     HydraConfig.instance().set_config(cfg)
-    apply_when(cfg, choices, {o.split("=", 1)[0].lstrip("+~") for o in overrides})
-    return choices, cfg
+    return run_choices(cfg.hydra.runtime.choices), cfg

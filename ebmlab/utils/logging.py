@@ -16,6 +16,32 @@ from pathlib import Path
 from ebmlab.errors import check
 from ebmlab.utils.workspace import atomic_write_text
 
+FIGURE_PREFIX = "figures/"  # W&B key prefix of the figures a run saves (figures/<name>.png)
+LABEL_GROUPS = ("sampler", "model", "dataset")  # group choices that become W&B tags
+
+
+def wandb_config(config: dict, choices: dict, scale: str) -> dict:
+    """The run's resolved config for W&B, with what runs are compared by as plain values:
+    ``scale`` (``smoke`` / ``paper``; the scale group's own node is empty) and ``choices``, the
+    option chosen in each config group (``{sampler: dmala, model: ising_lattice, ...}``)."""
+    out = dict(config)
+    out["scale"] = scale
+    out["choices"] = {k: v for k, v in choices.items() if v is not None}
+    return out
+
+
+def run_labels(name: str, scale: str, choices: dict, run_dir: Path) -> tuple[str, list[str]]:
+    """(W&B run name, tags) of a run: the name is ``<name>/<scale>/<run directory>``
+    (``dlp/fig3_ising_sampling/smoke/sampler=dmala``); the tags name the paper, experiment,
+    scale, sampler, model and dataset (``paper:dlp``, ``sampler:dmala``, ...), those it has."""
+    experiment = choices.get("experiment")
+    tags = []
+    if experiment:
+        tags += [f"paper:{str(experiment).split('/')[0]}", f"experiment:{experiment}"]
+    tags.append(f"scale:{scale}")
+    tags += [f"{g}:{choices[g]}" for g in LABEL_GROUPS if choices.get(g)]
+    return f"{name}/{scale}/{Path(run_dir).name}", [t[:64] for t in tags]  # W&B: 64 chars a tag
+
 
 class WandbLogger:
     """W&B settings (conf/logger/wandb.yaml)."""
@@ -62,7 +88,12 @@ class MetricLogger:
     """
 
     def __init__(
-        self, run_dir: Path, settings: WandbLogger | NoLogger | None, config: dict, run_name: str
+        self,
+        run_dir: Path,
+        settings: WandbLogger | NoLogger | None,
+        config: dict,
+        run_name: str,
+        tags: list[str] | tuple[str, ...] = (),
     ):
         self.run_dir = Path(run_dir)
         self.path = self.run_dir / "metrics.jsonl"
@@ -70,9 +101,9 @@ class MetricLogger:
         self.path.touch()
         self._wandb = None
         if settings is not None and settings.mode != "disabled":
-            self._wandb = self._init_wandb(settings, config, run_name)
+            self._wandb = self._init_wandb(settings, config, run_name, list(tags))
 
-    def _init_wandb(self, s: WandbLogger, config: dict, run_name: str):
+    def _init_wandb(self, s: WandbLogger, config: dict, run_name: str, tags: list[str]):
         os.environ.setdefault("WANDB_SILENT", "true")
         import wandb
 
@@ -86,7 +117,7 @@ class MetricLogger:
             project=s.project,
             entity=s.entity,
             group=s.group,
-            tags=s.tags,
+            tags=list(dict.fromkeys([*tags, *s.tags])),
             mode=s.mode,
             dir=str(self.run_dir),
             id=run_id,
@@ -112,10 +143,12 @@ class MetricLogger:
             self._wandb.log({k: v for k, v in row.items() if not isinstance(v, str)}, step=step)
 
     def log_figure(self, name: str, path: Path, step: int) -> None:
+        """Mirror a saved figure to W&B under ``figures/<name>``: a key of its own, never a
+        scalar's (an image logged under ``log_rmse`` would replace that series' last point)."""
         if self._wandb is not None:
             import wandb
 
-            self._wandb.log({name: wandb.Image(str(path))}, step=step)
+            self._wandb.log({f"{FIGURE_PREFIX}{name}": wandb.Image(str(path))}, step=step)
 
     def summary(self, results: dict) -> None:
         if self._wandb is not None:

@@ -81,6 +81,12 @@ def _hash(config: dict) -> str:
     return hashlib.sha256(json.dumps(config, sort_keys=True, default=str).encode()).hexdigest()[:16]
 
 
+def config_hash(config: dict) -> str:
+    """The identity hash of a recorded config (``run_config.json``'s ``config``), as
+    :func:`identity` makes it today (cache / data locations left out)."""
+    return _hash(_without_locations(config))
+
+
 def _without_locations(node):
     if isinstance(node, dict):
         return {k: _without_locations(v) for k, v in node.items() if k not in LOCATION_KEYS}

@@ -2,9 +2,9 @@
 
 - every option of every group validates against its ``_target_``'s schema;
 - every experiment (``conf/experiment/<paper>/<name>.yaml``) composes at paper and smoke scale
-  with its ``when:`` settings applied, names its own path, and its sweep parses into known
-  options; at smoke scale every sweep point validates, and every table row option does at
-  both scales;
+  with its per-choice settings (``conf/when/<experiment>/``, composed by Hydra), names its own
+  path, and its sweep parses into known options; at smoke scale every sweep point validates,
+  and every table row option does at both scales;
 - the report node names existing experiments, figure kinds and paper-value files;
 - no Makefile / mk/*.mk recipe carries a hyperparameter: they name experiments only.
 """
@@ -26,7 +26,7 @@ from omegaconf import DictConfig, OmegaConf
 
 import ebmlab.run  # noqa: F401 - registers resolvers
 from ebmlab.report.figures import FIGURES
-from ebmlab.utils.config import apply_when, validate_node
+from ebmlab.utils.config import validate_node
 
 REPO = Path(__file__).resolve().parents[2]
 CONF = REPO / "conf"
@@ -58,13 +58,11 @@ def _hydra():
         yield
 
 
-def compose_cfg(overrides: list[str], when: bool = True) -> DictConfig:
-    """The job config of ``python -m ebmlab.run <overrides>`` (``when:`` applied, resolvable)."""
+def compose_cfg(overrides: list[str]) -> DictConfig:
+    """The job config of ``python -m ebmlab.run <overrides>`` (resolvable): what Hydra composes
+    is what runs (an experiment's per-choice settings are composed files, conf/when/)."""
     cfg = compose("config", overrides=overrides, return_hydra_config=True)
     HydraConfig.instance().set_config(cfg)
-    if when:
-        choices = {k: v for k, v in cfg.hydra.runtime.choices.items() if not k.startswith("hydra")}
-        apply_when(cfg, choices, {o.split("=", 1)[0].lstrip("+~") for o in overrides})
     return cfg
 
 
@@ -131,7 +129,7 @@ def test_experiment_composes_at_both_scales(experiment, scale):
 @pytest.mark.parametrize("experiment", EXPERIMENTS)
 def test_every_sweep_value_validates_at_smoke_scale(experiment):
     base = [f"experiment={experiment}", "scale=smoke"]
-    for point in sweep_points(compose_cfg(base, when=False), every=False):
+    for point in sweep_points(compose_cfg(base), every=False):
         validate_all(compose_cfg(base + point))
 
 
@@ -139,9 +137,9 @@ def test_every_sweep_value_validates_at_smoke_scale(experiment):
 @pytest.mark.parametrize("experiment", EXPERIMENTS)
 @pytest.mark.parametrize("scale", SCALES)
 def test_every_sweep_point_validates(experiment, scale):
-    """The whole grid: ``when:`` entries that hold only for some combinations included."""
+    """The whole grid: per-choice settings that apply only to some combinations included."""
     base = [f"experiment={experiment}", f"scale={scale}"]
-    for point in sweep_points(compose_cfg(base, when=False)):
+    for point in sweep_points(compose_cfg(base)):
         validate_all(compose_cfg(base + point))
 
 
@@ -170,6 +168,75 @@ def test_when_settings_follow_the_sweep_point():
     assert compose_cfg(syn).learner.lr == 1e-4
     assert compose_cfg([*syn, "scale=smoke"]).learner.lr == 2e-4
     assert compose_cfg(["experiment=rmwggis/table1_synthetic", "scale=smoke"]).learner.lr == 1e-3
+
+
+WHEN = CONF / "when"
+WHEN_EXPERIMENTS = sorted(
+    p.parent.relative_to(WHEN).as_posix() for p in WHEN.rglob("conditions.yaml")
+)
+
+
+def test_no_config_carries_a_when_node():
+    """Per-choice settings are files Hydra composes (conf/when/); a `when:` node in a config
+    would no longer be applied, and the runner refuses one."""
+    from ebmlab.errors import ConfigError
+    from ebmlab.utils.config import reject_when
+
+    carrying = [
+        str(p.relative_to(CONF))
+        for p in CONF.rglob("*.yaml")
+        if "when" in (yaml.safe_load(p.read_text()) or {})
+    ]
+    assert not carrying
+    with pytest.raises(ConfigError, match="conf/when/<experiment>"):
+        reject_when(OmegaConf.create({"when": {"sampler=dmala": {"sampler.step_size": 0.4}}}))
+
+
+def test_per_choice_folders_belong_to_experiments():
+    assert WHEN_EXPERIMENTS and set(WHEN_EXPERIMENTS) <= set(EXPERIMENTS)
+
+
+@pytest.mark.parametrize("experiment", WHEN_EXPERIMENTS)
+def test_per_choice_files_name_existing_options_and_are_listed(experiment):
+    """``conf/when/<experiment>/<group>[-<group>...]/<option>[-<option>...].yaml`` names real
+    options of real groups, and conditions.yaml lists its folder: the entries are optional,
+    so a misspelt name would otherwise be skipped without a word."""
+    listed = (WHEN / experiment / "conditions.yaml").read_text()
+    for f in sorted((WHEN / experiment).rglob("*.yaml")):
+        if f.name == "conditions.yaml":
+            continue
+        folder = f.parent.relative_to(WHEN / experiment).as_posix()
+        groups, choices = folder.split("-"), f.stem.split("-")
+        assert len(groups) == len(choices), f
+        for group, choice in zip(groups, choices):
+            assert choice in options(group), f"{f}: {group}={choice} is no option"
+        assert f"/when/{experiment}/{folder}@_global_:" in listed, f"{f} is never composed"
+
+
+@pytest.mark.parametrize("scale", SCALES)
+@pytest.mark.parametrize("sampler", ["gibbs", "gwg", "dula", "dmala"])
+def test_composed_config_carries_the_per_choice_settings(sampler, scale):
+    """What Hydra composes (``--cfg job``, .hydra/config.yaml) holds DLP Fig. 3's step per
+    sampler and the smoke length: no setting is applied after composition any more."""
+    cfg = compose_cfg(
+        ["experiment=dlp/fig3_ising_sampling", f"scale={scale}", f"sampler={sampler}"]
+    )
+    assert cfg.task.n_steps == {"paper": 50000, "smoke": 1000}[scale]
+    step = {"dula": 0.2, "dmala": 0.4}.get(sampler)
+    assert cfg.sampler.get("step_size") == step
+    choices = cfg.hydra.runtime.choices
+    assert choices.sampler == sampler and choices.scale == scale
+
+
+def test_per_choice_settings_of_table_rows_and_config_values():
+    """A row option's smoke size (GRBM Table 2: H / 32) and a value keyed by a config value
+    (RMwGGIS's checkerboard step, per scale) come from composition too."""
+    fid = ["experiment=grbm/table1_mnist_fid", "grbm_mnist_row=gl_wo_adjust_cd50_h8192"]
+    assert compose_cfg(fid).model.n_hidden == 8192
+    assert compose_cfg([*fid, "scale=smoke"]).model.n_hidden == 256
+    assert compose_cfg([fid[0], "scale=smoke"]).model.n_hidden == 128
+    syn = ["experiment=rmwggis/table1_synthetic", "dataset.name=checkerboard", "learner=rm"]
+    assert compose_cfg([*syn, "scale=smoke", "learner.lr=0.5"]).learner.lr == 0.5  # CLI wins
 
 
 def test_ising_learning_learns_what_each_paper_learns():

@@ -1,0 +1,69 @@
+"""Check that the configs in conf/ still give every recorded run its config hash.
+
+    python scripts/check_record_hashes.py [RECORDS_DIR ...]   # default: outputs/records
+
+For each run directory below the given directories that holds ``.hydra/overrides.yaml`` and
+``run_config.json``, the run's command-line overrides are composed with today's ``conf/``
+exactly as ``python -m ebmlab.run`` composes them, and the hash of the resolved config
+(``ebmlab.utils.rundir.identity``) is compared with the one the run recorded. Prints one line
+per run whose hash changed (with the keys that differ) and exits 1 if any did, else 0.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+import yaml
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def recorded_runs(roots: list[Path]) -> list[Path]:
+    """The run directories below ``roots`` that recorded both overrides and config."""
+    found = []
+    for root in roots:
+        for f in sorted(Path(root).rglob("run_config.json")):
+            if (f.parent / ".hydra" / "overrides.yaml").is_file():
+                found.append(f.parent)
+    return found
+
+
+def check_run(run_dir: Path) -> list[str]:
+    """The keys whose resolved value today differs from the run's record ([] = same hash)."""
+    from omegaconf import open_dict
+
+    from ebmlab.utils.config import compose_job
+    from ebmlab.utils.rundir import _diff, identity
+
+    overrides = yaml.safe_load((run_dir / ".hydra" / "overrides.yaml").read_text()) or []
+    recorded = json.loads((run_dir / "run_config.json").read_text())
+    _, cfg = compose_job([str(o) for o in overrides])
+    with open_dict(cfg):
+        del cfg["hydra"]  # the job config, as the task sees it (hydra: resolves from HydraConfig)
+    now = identity(cfg)
+    if now["hash"] == recorded.get("hash"):
+        return []
+    return _diff(recorded.get("config", {}), now["config"]) or ["<hash only>"]
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("roots", nargs="*", type=Path, default=[REPO / "outputs" / "records"])
+    a = ap.parse_args(argv)
+    runs = recorded_runs(a.roots)
+    changed = 0
+    for run_dir in runs:
+        keys = check_run(run_dir)
+        if keys:
+            changed += 1
+            shown = ", ".join(keys[:6]) + (f" (+{len(keys) - 6} more)" if len(keys) > 6 else "")
+            print(f"CHANGED {run_dir}: {shown}")
+    print(f"{len(runs) - changed} of {len(runs)} recorded runs keep their config hash.")
+    return 1 if changed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
