@@ -260,7 +260,7 @@ def wheelhouse(dest: Path, python_version: str, platform: str, extras: str, torc
             continue
         if torch == "none" and TORCH_STACK.match(canonical(name)):
             continue
-        pins.append(f"{name}=={version}")
+        pins.append(f"{name}==={version}")  # exactly the resolved build (== takes +cpu too)
     _pip("download", "--no-deps", "-q", "-d", str(dest), *target, *pins)
     wheels = sorted(p.name for p in dest.glob("*.whl"))
     print(f"wheelhouse: {len(wheels)} wheels in {dest} for Python {python_version} on {platform}")
