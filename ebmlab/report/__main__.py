@@ -17,7 +17,7 @@ from ebmlab.report import spec
 from ebmlab.report.build import build_report
 from ebmlab.report.figures import FIGURES
 from ebmlab.report.reproduce import reproduce
-from ebmlab.report.runs import collect, key_value
+from ebmlab.report.runs import collect, key_value, unique_runs
 from ebmlab.report.tables import write_table
 
 
@@ -33,7 +33,7 @@ def _table(a) -> None:
 
 
 def _runs_table(a) -> None:
-    runs = [r for d in a.sweep_dir for r in collect(d)]
+    runs = unique_runs([r for d in a.sweep_dir for r in collect(d)])  # each run once
     if not runs:
         raise SystemExit(f"no results.json under {', '.join(map(str, a.sweep_dir))}")
     paper = yaml.safe_load(a.paper.read_text()) if a.paper else None
@@ -43,7 +43,7 @@ def _runs_table(a) -> None:
 
 
 def _figure(a) -> None:
-    runs = [r for d in a.sweep_dir for r in collect(d)]
+    runs = unique_runs([r for d in a.sweep_dir for r in collect(d)])  # each run once
     options = {}
     for kv in a.set:
         k, v = kv.split("=", 1)

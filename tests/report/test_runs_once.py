@@ -90,3 +90,13 @@ def test_a_record_of_a_run_also_here_counts_once(tmp_path):
     runs = collect_recorded(tmp_path, EXP, "smoke")
     assert sorted(r["seed"] for r in runs) == [0, 1, 2]
     assert table_rows(tmp_path)["gwg"][:2] == ["3", "-5 ± 1"]
+
+
+def test_an_ad_hoc_table_of_several_directories_counts_each_run_once(tmp_path):
+    """``report runs DIR DIR ...``: the same run in two of the directories counts once."""
+    readme_sequence(tmp_path)
+    fake_run(tmp_path / "runs", "default", "gwg", 0, [])
+    dirs = [str(tmp_path / sub / EXP / "smoke") for sub in ("multirun", "runs")]
+    out = tmp_path / "adhoc"
+    main(["runs", *dirs, "--group", "sampler", "--metrics", "log_rmse", "--out", str(out)])
+    assert "| gwg | 2 | -4.5 ± 0.71 |" in out.with_suffix(".md").read_text()
