@@ -24,6 +24,7 @@ import torch
 from torch import Tensor
 
 from ebmlab.core.health import Health
+from ebmlab.core.pace import announce_paper_scale_on_cpu
 from ebmlab.errors import ConfigError, DivergenceError
 
 
@@ -226,6 +227,7 @@ def run_task(task, ctx) -> dict:
         start = int(ckpt["_run"]["step"])
     ctx.last_good_step = start if ckpt is not None else None
     bar = ctx.progress(cadence.n_steps, initial=start, desc=task.progress_desc or "run")
+    bar = announce_paper_scale_on_cpu(bar, ctx, cadence.n_steps, start)  # one line, then on
     step = start
     try:
         for step in range(start + 1, cadence.n_steps + 1):
