@@ -172,6 +172,8 @@ def read_wandb_file(path: Path) -> list:
             pos += left
             continue
         _, length, kind = struct.unpack("<IHB", data[pos : pos + 7])
+        if pos + 7 + length > len(data):  # a chunk W&B is still writing
+            break
         chunk, pos = data[pos + 7 : pos + 7 + length], pos + 7 + length
         if kind == 0 and length == 0:
             pos += left - 7
@@ -189,8 +191,13 @@ def _offline_history(run_dir: Path, n_rows: int) -> tuple[list[dict], list]:
     written ``n_rows`` history rows and the exit record (it writes after ``finish()`` returns),
     or after 60 s."""
     (path,) = sorted(run_dir.glob("wandb/offline-run-*/run-*.wandb"))
+    from google.protobuf.message import DecodeError
+
     for _ in range(120):
-        records = read_wandb_file(path)
+        try:
+            records = read_wandb_file(path)
+        except DecodeError:  # read while W&B was writing a record: read again
+            records = []
         kinds = [r.WhichOneof("record_type") for r in records]
         if "exit" in kinds and kinds.count("history") >= n_rows:
             break
