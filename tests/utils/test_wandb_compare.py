@@ -234,3 +234,44 @@ def test_offline_run_keeps_every_scalar_point_and_the_figure(tmp_path, monkeypat
     assert set(tags) <= set(run.tags)
     config_items = {item.key: json.loads(item.value_json) for item in run.config.update}
     assert config_items["scale"] == "smoke" and config_items["choices"]["sampler"] == "dmala"
+
+
+def test_a_run_sends_its_labels_config_and_figures(tmp_path, monkeypatch, fake_wandb):
+    """``python -m ebmlab.run`` with the W&B logger (in this process, W&B replaced by the
+    recorder): the run's name, group, tags and config say what it is; its figure has its own
+    key and every log_rmse point stays a number."""
+    import ebmlab.run as entry
+    from tests.helpers import REPO
+
+    monkeypatch.setenv("EBMLAB_CACHE", str(tmp_path / "cache"))
+    run_dir = tmp_path / "run"
+    argv = [
+        entry.__file__,
+        f"--config-path={REPO / 'conf'}",
+        "experiment=dlp/fig3_ising_sampling",
+        "scale=smoke",
+        "sampler=dmala",
+        "model.n_side=3",
+        "task.n_steps=60",
+        "logger=wandb",
+        "progress=false",
+        f"hydra.run.dir={run_dir}",
+    ]
+    monkeypatch.setattr(sys, "argv", argv)
+    monkeypatch.setitem(entry._STATE, "task_started", False)
+    try:
+        entry.cli()
+    except SystemExit as e:
+        assert e.code in (0, None)
+    (run,) = fake_wandb
+    assert run.init["name"] == f"dlp/fig3_ising_sampling/smoke/{run_dir.name}"
+    assert run.init["group"] == "dlp/fig3_ising_sampling/smoke"
+    assert {"paper:dlp", "scale:smoke", "sampler:dmala", "model:ising_lattice"} <= set(
+        run.init["tags"]
+    )
+    config = run.init["config"]
+    assert config["scale"] == "smoke" and config["choices"]["sampler"] == "dmala"
+    assert config["sampler"]["step_size"] == 0.4  # conf/when/dlp/fig3_ising_sampling/
+    logged = [row for _, row in sorted(run.history.items())]
+    assert all(isinstance(r["log_rmse"], float) for r in logged if "log_rmse" in r)
+    assert any("figures/log_rmse" in r for r in logged)
