@@ -3,11 +3,13 @@
     python -m ebmlab.run experiment=dlp/fig3_ising_sampling scale=smoke
     python -m ebmlab.run -m experiment=dlp/fig3_ising_sampling        # the figure's sweep
 
-Exit codes: 0 success; 1 the run diverged or failed; 2 configuration or input error
-(one message naming the key, before any compute); 3 the run directory cannot be used
-(another process holds it, it is read-only, or the disk is full). In a ``-m`` sweep a
-failing job is recorded in its directory (``status.json``) and the sweep goes on; the
-sweep prints a summary and exits with the worst job's code.
+Exit codes (docs/runs.md): 0 success; 1 the run diverged or failed; 2 configuration or
+input error (one message naming the key, before any compute); 3 the run directory cannot be
+used (another process holds it, a file in it is damaged, it is read-only, or the disk is
+full); 128 + N stopped by signal N at a step boundary, checkpointed (143 SIGTERM, 130 SIGINT /
+Ctrl-C), rerun the same command to resume. In a ``-m`` sweep a failing job is recorded in its
+directory (``status.json``) and the sweep goes on; the sweep prints a summary and exits with
+the worst job's code. A signal stops the whole sweep (summary, then its code).
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ from __future__ import annotations
 import errno
 import os
 import sys
+from contextlib import contextmanager
 from pathlib import Path
 
 import hydra
@@ -27,6 +30,14 @@ from ebmlab.configs import config_dir, group_options, search_dirs
 from ebmlab.core.context import RunContext
 from ebmlab.core.health import Health
 from ebmlab.core.loop import LoopTask, run_task
+from ebmlab.core.signals import (
+    RunStopped,
+    exit_code,
+    hold_lock,
+    install_stop_handlers,
+    release_lock,
+    stop_requested,
+)
 from ebmlab.errors import CheckpointError, ConfigError, DivergenceError
 from ebmlab.utils import rundir
 from ebmlab.utils.cache import REBUILD_ENV
@@ -37,11 +48,12 @@ from ebmlab.utils.config import (
     run_choices,
     validate_node,
 )
+from ebmlab.utils.jsonio import CorruptFileError
 from ebmlab.utils.logging import MetricLogger, run_labels, wandb_config
 from ebmlab.utils.memory import check_memory
 from ebmlab.utils.overrides import check_keys, searchpath_entries
 from ebmlab.utils.seeding import make_generator, resolve_device, seed_everything
-from ebmlab.utils.workspace import Workspace
+from ebmlab.utils.workspace import Workspace, atomic_write_text
 
 CONF_DIR = config_dir()  # conf/ of the checkout, or ebmlab/conf of an installed wheel
 GROUPS = ("task", "model", "dataset", "sampler", "learner", "logger")
@@ -50,10 +62,11 @@ _STATE: dict = {"task_started": False}
 
 
 class RunFailure(Exception):
-    """A job ended without results: ``code`` is its exit code, ``message`` one line."""
+    """A job ended without results: ``code`` is its exit code, ``message`` one line;
+    ``record`` False when the job refused a directory that is not its own (nothing written)."""
 
-    def __init__(self, code: int, message: str):
-        self.code, self.message = code, message
+    def __init__(self, code: int, message: str, record: bool = True):
+        self.code, self.message, self.record = code, message, record
         super().__init__(message)
 
 
@@ -136,8 +149,29 @@ def _validate(cfg: DictConfig, choices: dict) -> None:
         raise ConfigError("seed", f"must be a non-negative integer (got {cfg.seed!r})")
 
 
+@contextmanager
+def _released_on_second_signal(lock: Path):
+    hold_lock(lock)
+    try:
+        yield
+    finally:
+        release_lock(lock)
+
+
+def _write_hydra_files(run_dir: Path, composed_yaml: str) -> None:
+    """The files Hydra would have written into ``.hydra/`` (``hydra.output_subdir`` is null so
+    that a refused command cannot rewrite them), written once the run directory is accepted."""
+    hc = HydraConfig.get()
+    node = OmegaConf.create({"hydra": OmegaConf.to_container(hc, resolve=False)})
+    out = run_dir / ".hydra"
+    atomic_write_text(out / "config.yaml", composed_yaml)
+    atomic_write_text(out / "hydra.yaml", OmegaConf.to_yaml(node))
+    atomic_write_text(out / "overrides.yaml", OmegaConf.to_yaml(list(hc.overrides.task)))
+
+
 def _run(cfg: DictConfig, run_dir: Path, choices: dict) -> tuple[dict, str]:
     """Validate, take the run directory, run the task. Returns (results, main metric)."""
+    composed_yaml = OmegaConf.to_yaml(cfg)  # as composed: what it runs, like Hydra saves it
     _validate(cfg, choices)
     device = _check_device(str(cfg.device))
     task = build(cfg.task, "task")
@@ -145,14 +179,18 @@ def _run(cfg: DictConfig, run_dir: Path, choices: dict) -> tuple[dict, str]:
         raise ConfigError("task._target_", f"{cfg.task._target_} is not a LoopTask")
     check_memory(task.memory_estimate(cfg), device)
     identity = rundir.identity(cfg)
-    with rundir.lock(run_dir):
+    with rundir.lock(run_dir), _released_on_second_signal(run_dir / ".lock"):
         if cfg.get("fresh", False):
             rundir.clear(run_dir)
             os.environ[REBUILD_ENV] = "1"  # and rebuild the generated-data caches it reads
-        done = rundir.claim(run_dir, identity)
+        try:
+            done = rundir.claim(run_dir, identity)
+        except ConfigError as e:  # another configuration's directory: left as it is
+            raise RunFailure(EXIT_CONFIG, f"configuration error: {e}", record=False) from None
         if done is not None:
             _print_results(done, run_dir, " (already complete; pass fresh=true to rerun)")
             return done, task.main_metric
+        _write_hydra_files(run_dir, composed_yaml)
         seed_everything(int(cfg.seed))
         logger_settings = build(cfg.logger, "logger") if cfg.get("logger") else None
         scale = str(choices.get("scale", "paper"))
@@ -170,19 +208,24 @@ def _run(cfg: DictConfig, run_dir: Path, choices: dict) -> tuple[dict, str]:
             device=device,
             generator=make_generator(int(cfg.seed), device),
             logger=logger,
-            workspace=Workspace(run_dir),
+            workspace=Workspace(run_dir, device),
             scale=str(choices.get("scale", "paper")),
             choices=choices,
         )
-        exit_code = EXIT_FAILED
+        ctx.config_hash = identity["hash"]
+        code = EXIT_FAILED
         try:
             results = run_task(task, ctx)
             ctx.write_results(results)
-            exit_code = EXIT_OK
+            code = EXIT_OK
         except DivergenceError as e:
             raise RunFailure(EXIT_FAILED, f"{e}; {rundir.kept_checkpoint(ctx)}") from None
+        except RunStopped as stop:
+            code = exit_code(stop.signum)
+            (run_dir / "status.json").unlink(missing_ok=True)  # unfinished: no outcome yet
+            raise
         finally:
-            logger.finish(exit_code)
+            logger.finish(code)
     _print_results(results, run_dir, warnings=ctx.warnings)
     return results, task.main_metric
 
@@ -194,6 +237,9 @@ def execute(cfg: DictConfig):
     run_dir = Path(hc.runtime.output_dir)
     choices = run_choices(hc.runtime.choices)
     sweep = hc.mode == RunMode.MULTIRUN
+    _STATE["sweep"] = sweep
+    if stop_requested() is not None:  # a signal between two jobs of a sweep
+        raise RunStopped(stop_requested(), None)
     try:
         try:
             results, main = _run(cfg, run_dir, choices)
@@ -201,7 +247,9 @@ def execute(cfg: DictConfig):
             raise RunFailure(EXIT_CONFIG, f"configuration error: {e}") from None
         except FileNotFoundError as e:
             raise RunFailure(EXIT_CONFIG, f"configuration error: missing file: {e}") from None
-        except (rundir.RunDirError, CheckpointError) as e:
+        except rundir.RunDirError as e:  # another process's directory: left as it is
+            raise RunFailure(EXIT_RUNDIR, str(e), record=False) from None
+        except (CheckpointError, CorruptFileError) as e:
             raise RunFailure(EXIT_RUNDIR, str(e)) from None
         except OSError as e:
             if e.errno in (errno.EROFS, errno.EACCES, errno.EPERM, errno.ENOSPC, errno.EDQUOT):
@@ -218,9 +266,14 @@ def execute(cfg: DictConfig):
         print(f"ebmlab: {f.message}", file=sys.stderr)
         if not sweep:
             sys.exit(f.code)
-        rundir.write_status(run_dir, f.code, f.message, choices)
+        if f.record:
+            rundir.write_status(run_dir, f.code, f.message, choices)
         rundir.SWEEP_JOBS.append((run_dir, f.code, f.message))
         return None
+    except RunStopped as stop:
+        if sweep:
+            rundir.SWEEP_JOBS.append((run_dir, exit_code(stop.signum), str(stop)))
+        raise
     if sweep:
         rundir.write_status(run_dir, EXIT_OK, "ok", choices)
         rundir.SWEEP_JOBS.append((run_dir, EXIT_OK, "ok"))
@@ -255,13 +308,21 @@ class SweepSummary(Callback):
         _check_writable(Path(config.hydra.sweep.dir))
 
     def on_multirun_end(self, config: DictConfig, **kwargs) -> None:
-        jobs = rundir.SWEEP_JOBS
-        failed = [j for j in jobs if j[1] != EXIT_OK]
-        if not jobs:
-            return
-        print(f"\nSweep: {len(jobs) - len(failed)} of {len(jobs)} jobs succeeded.", file=sys.stderr)
-        for run_dir, code, msg in failed:
-            print(f"  FAILED (exit {code}) {run_dir}: {msg}", file=sys.stderr)
+        print_sweep_summary()
+
+
+def print_sweep_summary(stopped: RunStopped | None = None) -> None:
+    """One line per failed (or stopped) job of this process's sweep, after a count."""
+    jobs = rundir.SWEEP_JOBS
+    failed = [j for j in jobs if j[1] != EXIT_OK]
+    if not jobs:
+        return
+    print(f"\nSweep: {len(jobs) - len(failed)} of {len(jobs)} jobs succeeded.", file=sys.stderr)
+    if stopped is not None:
+        print(f"  Sweep {stopped} (finished jobs are kept).", file=sys.stderr)
+    for run_dir, code, msg in failed:
+        what = "STOPPED" if stopped is not None and code == exit_code(stopped.signum) else "FAILED"
+        print(f"  {what} (exit {code}) {run_dir}: {msg}", file=sys.stderr)
 
 
 @hydra.main(version_base="1.3", config_path=str(CONF_DIR), config_name="config")
@@ -275,9 +336,16 @@ def cli() -> None:
 
         report(sys.argv[2:])
         return
+    install_stop_handlers()  # SIGTERM, SIGINT: stop at the next step boundary (core.signals)
     precheck_overrides(sys.argv[1:])
     try:
         main()
+    except RunStopped as stop:
+        if _STATE.get("sweep"):
+            print_sweep_summary(stop)
+        else:
+            print(f"ebmlab: {stop}", file=sys.stderr)
+        sys.exit(exit_code(stop.signum))
     except SystemExit as e:
         # Hydra exits 1 on composition errors (bad key, bad syntax) before our task starts.
         if e.code == 1 and not _STATE["task_started"]:

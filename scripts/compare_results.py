@@ -10,9 +10,10 @@ differences. Used to check that a refactor leaves every result unchanged for a f
 from __future__ import annotations
 
 import argparse
-import json
 import math
 from pathlib import Path
+
+from ebmlab.utils.jsonio import field, read_json
 
 TIMING = ("seconds", "per_second", "time_per", "ess_t", "_time", "wall")
 
@@ -22,7 +23,8 @@ def is_timing(key: str) -> bool:
 
 
 def load(d: Path) -> dict:
-    return json.loads((d / "results.json").read_text())["metrics"]
+    path = d / "results.json"
+    return field(read_json(path, "the run's results"), "metrics", path, "the run's results")
 
 
 def compare(base: dict, new: dict) -> list[tuple[str, object, object, str]]:

@@ -18,6 +18,7 @@ from omegaconf import DictConfig, OmegaConf
 from tqdm.auto import tqdm
 
 from ebmlab.utils.config import build
+from ebmlab.utils.jsonio import CorruptFileError
 from ebmlab.utils.logging import MetricLogger
 from ebmlab.utils.provenance import code_version
 from ebmlab.utils.seeding import restore_generator
@@ -58,6 +59,7 @@ class RunContext:
     # the commit this process's code came from, read when it starts (a commit made while it runs
     # is not its code), and those of the earlier processes of a resumed run (from the checkpoint)
     code: str | None = field(default_factory=code_version)
+    config_hash: str | None = None  # the run's identity (run_config.json), kept in its checkpoints
     _code_before: list = field(default_factory=list)
 
     # ---- components -------------------------------------------------------------------
@@ -137,6 +139,7 @@ class RunContext:
             "elapsed": self.elapsed(),
             "code": self.code_history(),
             "cpu_seconds": self._cpu_totals(),
+            "config_hash": self.config_hash,
         }
         self.workspace.save(full, name)
         if name == "last" and self.n_steps is not None:
@@ -151,6 +154,8 @@ class RunContext:
             "elapsed": round(self.elapsed(), 1),
             "updated": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
         }
+        if self.config_hash is not None:
+            info["config_hash"] = self.config_hash
         atomic_write_text(self.run_dir / "progress.json", json.dumps(info))
 
     def load_file(self, name: str = "last") -> dict | None:
@@ -166,8 +171,18 @@ class RunContext:
         on a CPU and the other way round) and restore the run's RNG, metrics file and clock."""
         state = self.load_file(name)
         if state is None:
+            if name == "last":  # a restart with no checkpoint: earlier processes' rows go
+                self.logger.keep_only_this_process()
             return None
         run = state["_run"]
+        recorded = run.get("config_hash")
+        if recorded is not None and self.config_hash is not None and recorded != self.config_hash:
+            raise CorruptFileError(
+                f"{self.run_dir / 'run_config.json'} does not match the run's checkpoint (config "
+                f"hash {self.config_hash} there, {recorded} in {self.workspace.current(name)}): "
+                "the file was changed after the run started; restore it, or pass fresh=true to "
+                "rerun from scratch"
+            )
         if not restore_generator(self.generator, run["generator"]):
             print(
                 f"ebmlab: resuming on {self.device.type} a checkpoint written on "
@@ -225,6 +240,8 @@ class RunContext:
             "seed": int(self.cfg.seed),
             "choices": self.choices,
         }
+        if self.config_hash is not None:  # what it ran: run_config.json's hash, checked by reports
+            meta["config_hash"] = self.config_hash
         if self.device.type == "cpu":
             meta.update(threads=torch.get_num_threads(), cpu_share=round(self.cpu_share(), 3))
         history = self.code_history()

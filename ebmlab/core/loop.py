@@ -7,6 +7,7 @@
         every eval_every:        metrics = task.evaluate(...)  -> finite? -> history, log
         every checkpoint_every:  state finite? -> atomic checkpoint (always at the last step)
         progress bar, fault hook
+        a stop signal (SIGTERM, Ctrl-C)? -> checkpoint this step, raise RunStopped
     results = task.finish(parts, history, ctx)       # only from checkpointed state
     results finite? -> returned to run.py, which writes results.json
 
@@ -25,6 +26,7 @@ from torch import Tensor
 
 from ebmlab.core.health import Health
 from ebmlab.core.pace import announce_paper_scale_on_cpu
+from ebmlab.core.signals import RunStopped, check_stop, stop_requested
 from ebmlab.errors import ConfigError, DivergenceError
 
 
@@ -195,15 +197,25 @@ def check_finite(obj: Any, step: int, what: str) -> None:
         raise DivergenceError(step, f"{what} ({shown})")
 
 
-def _guarded_step(task, parts, step: int, ctx):
-    """``task.step``, with a numerical overflow inside torch (e.g. an optimiser step at
-    ``lr=1e38``) reported as the divergence it is."""
+# torch's messages for a non-finite value inside an op: an overflow (an optimiser step at
+# ``lr=1e38``), or NaN/Inf probabilities handed to a draw (``multinomial``, ``bernoulli``)
+_NONFINITE_MESSAGES = ("overflow", "inf, nan", "inf`, `nan", "probability tensor contains")
+
+
+def _guarded(fn, parts, step: int, ctx):
+    """``fn(parts, step, ctx)`` (a task's step or evaluation), with a non-finite value met
+    inside torch reported as the divergence it is."""
     try:
-        return task.step(parts, step, ctx)
-    except (RuntimeError, OverflowError) as e:
-        if "overflow" not in str(e).lower():
+        return fn(parts, step, ctx)
+    except (RuntimeError, OverflowError, ValueError) as e:
+        first = str(e).splitlines()[0] if str(e) else type(e).__name__
+        if not any(m in first.lower() for m in _NONFINITE_MESSAGES):
             raise
-        raise DivergenceError(step, f"a value overflowed ({str(e).splitlines()[0]})") from None
+        raise DivergenceError(step, f"a value inside the computation ({first})") from None
+
+
+def _guarded_step(task, parts, step: int, ctx):
+    return _guarded(task.step, parts, step, ctx)
 
 
 def run_task(task, ctx) -> dict:
@@ -229,12 +241,29 @@ def run_task(task, ctx) -> dict:
     bar = ctx.progress(cadence.n_steps, initial=start, desc=task.progress_desc or "run")
     bar = announce_paper_scale_on_cpu(bar, ctx, cadence.n_steps, start)  # one line, then on
     step = start
+
+    def checkpoint(step: int) -> None:
+        with ctx.clock_paused():
+            state = task.state_dict(parts)
+            check_finite(state, step, "the state to checkpoint")
+            ctx.save_checkpoint(
+                {
+                    "task": state,
+                    "history": history.state_dict(),
+                    "totals": totals.state_dict(),
+                    "health": health.state_dict(),
+                },
+                step=step,
+            )
+            ctx.last_good_step = step
+
     try:
+        check_stop(step)  # a signal while the parts were built
         for step in range(start + 1, cadence.n_steps + 1):
             totals.add(_guarded_step(task, parts, step, ctx))
             if cadence.evaluates(step):
                 with ctx.clock_paused():
-                    metrics = task.evaluate(parts, step, ctx)
+                    metrics = _guarded(task.evaluate, parts, step, ctx)
                     check_finite(metrics, step, "an evaluated metric")
                     row = {"step": step, "seconds": ctx.elapsed(), **metrics}
                     history.append(row)
@@ -245,21 +274,16 @@ def run_task(task, ctx) -> dict:
                     if isinstance(main, float):
                         bar.set_postfix({task.main_metric: f"{main:.4g}"}, refresh=False)
             if cadence.checkpoints(step):
-                with ctx.clock_paused():
-                    state = task.state_dict(parts)
-                    check_finite(state, step, "the state to checkpoint")
-                    ctx.save_checkpoint(
-                        {
-                            "task": state,
-                            "history": history.state_dict(),
-                            "totals": totals.state_dict(),
-                            "health": health.state_dict(),
-                        },
-                        step=step,
-                    )
-                    ctx.last_good_step = step
+                checkpoint(step)
             bar.update(1)
             ctx.maybe_fault(step)
+            if stop_requested() is not None:  # SIGTERM / Ctrl-C: stop at this step boundary
+                if ctx.last_good_step != step:
+                    checkpoint(step)
+                check_stop(step)
+    except RunStopped:
+        bar.close()
+        raise
     except DivergenceError as e:
         bar.close()
         ctx.warnings = health.messages()

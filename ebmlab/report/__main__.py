@@ -9,6 +9,7 @@ python -m ebmlab.report run-dirs EXPERIMENT --scale S --where k=v --key dataset 
 from __future__ import annotations
 
 import argparse
+import sys
 from pathlib import Path
 
 import yaml
@@ -19,6 +20,7 @@ from ebmlab.report.figures import FIGURES
 from ebmlab.report.reproduce import reproduce
 from ebmlab.report.runs import collect, key_value, unique_runs
 from ebmlab.report.tables import write_table
+from ebmlab.utils.jsonio import CorruptFileError
 
 
 def _table(a) -> None:
@@ -155,7 +157,11 @@ def main(argv=None) -> None:
         k.add_argument("--root", type=Path, default=Path("outputs"))
         k.set_defaults(fn=_park)
     a = ap.parse_args(argv)
-    a.fn(a)
+    try:
+        a.fn(a)
+    except CorruptFileError as e:  # a damaged run file: one line, exit 3 (as the runner)
+        print(f"ebmlab.report: {e}", file=sys.stderr)
+        raise SystemExit(3) from None
 
 
 if __name__ == "__main__":

@@ -21,7 +21,6 @@ metric log and progress under ``records/parked/``, at the run's own path, and
 
 from __future__ import annotations
 
-import json
 import shutil
 import time
 from pathlib import Path
@@ -34,6 +33,7 @@ from ebmlab.report.runs import (
     unique_runs,
 )
 from ebmlab.report.spec import sweep_dir
+from ebmlab.utils.jsonio import field, read_json
 from ebmlab.utils.relpaths import project_relative
 from ebmlab.utils.workspace import Workspace
 
@@ -178,9 +178,9 @@ def bench_recorded(root: Path, name: str, live_too: bool = True) -> list[dict]:
 def _step(run_dir: Path) -> int:
     """The step of a run directory's last checkpoint (from ``progress.json``); -1 if none."""
     prog = run_dir / "progress.json"
-    if not (prog.exists() and (run_dir / "checkpoints" / "last.pt").exists()):
+    if not (prog.exists() and Workspace(run_dir).has_checkpoint()):
         return -1
-    return int(json.loads(prog.read_text())["step"])
+    return int(field(read_json(prog, "the run's progress"), "step", prog, "the run's progress"))
 
 
 def _finished(root: Path, rel: Path) -> bool:
@@ -190,11 +190,19 @@ def _finished(root: Path, rel: Path) -> bool:
 
 def _copy_run(src: Path, dest: Path, tries: int = 10) -> None:
     """Copy a run's :data:`PARK_FILES`; a checkpoint replaced while it was copied (its file
-    and checksum from different saves) is copied again."""
+    and checksum from different saves) is copied again. The copy holds the source's newest
+    good checkpoint as a plain ``checkpoints/last.pt`` with its ``last.pt.sha256`` (whatever
+    the source's layout: :class:`~ebmlab.utils.workspace.Workspace` reads both)."""
     for _ in range(tries):
+        current = Workspace(src).current()
         for name in PARK_FILES:
-            if (src / name).exists():
-                _copy(src / name, dest / name)
+            source = src / name
+            if name == "checkpoints/last.pt" and current is not None:
+                source = current
+            elif name == "checkpoints/last.pt.sha256" and current is not None:
+                source = Workspace._sidecar(current)
+            if source.exists():
+                _copy(source, dest / name)
         if Workspace(dest).verify(dest / "checkpoints" / "last.pt") is None:
             return
         time.sleep(1.0)
@@ -257,7 +265,7 @@ def collect_parked(root: Path, experiment: str, scale: str, live_too: bool = Tru
             live_too and (live / "results.json").exists()
         ):
             continue
-        p = json.loads((r["run_dir"] / "progress.json").read_text())
+        p = read_json(r["run_dir"] / "progress.json", "the run's progress")
         r["unfinished"] = (
             f"parked at step {p['step']:,} of {p['n_steps']:,} ({p['updated']}): "
             "`python -m ebmlab.report unpark`, then its command resumes it"

@@ -18,8 +18,15 @@ from pathlib import Path
 import yaml
 
 from ebmlab.utils.config import run_choices
+from ebmlab.utils.jsonio import corrupt, read_json
 from ebmlab.utils.logging import read_metrics
-from ebmlab.utils.rundir import LOCATION_KEYS, NON_IDENTITY_KEYS, config_hash, process_alive
+from ebmlab.utils.rundir import (
+    LOCATION_KEYS,
+    NON_IDENTITY_KEYS,
+    config_hash,
+    hash_matches,
+    process_alive,
+)
 
 MISSING = "-"
 SHARED_BELOW = 0.9  # a run with less CPU per thread than this shared its cores
@@ -37,9 +44,18 @@ def _overrides(run_dir: Path) -> dict[str, str]:
 
 
 def _config(run_dir: Path) -> dict:
+    """What the run ran: ``run_config.json``, checked against the config hash its results (or,
+    unfinished, its last checkpoint's progress) were computed with, where they record it."""
     resolved = run_dir / "run_config.json"
     if resolved.exists():
-        return json.loads(resolved.read_text()).get("config", {})
+        what = "the run's configuration"
+        config = read_json(resolved, what).get("config", {})
+        for name in ("results.json", "progress.json"):
+            other = run_dir / name
+            recorded = read_json(other, name).get("config_hash") if other.exists() else None
+            if recorded is not None and not hash_matches(config, recorded):
+                raise corrupt(resolved, what, f"it is not the config {name} was computed with")
+        return config
     composed = run_dir / ".hydra" / "config.yaml"
     return (yaml.safe_load(composed.read_text()) or {}) if composed.exists() else {}
 
@@ -61,7 +77,7 @@ def collect(sweep_dir: Path) -> list[dict]:
     config, metrics, scale, hardware, seed."""
     runs = []
     for res in sorted(Path(sweep_dir).rglob("results.json")):
-        data = json.loads(res.read_text())
+        data = read_json(res, "the run's results")
         run_dir = res.parent
         runs.append(
             {
@@ -140,7 +156,7 @@ def collect_failed(sweep_dir: Path) -> list[dict]:
     runs = []
     for st in sorted(Path(sweep_dir).rglob("status.json")):
         run_dir = st.parent
-        status = json.loads(st.read_text())
+        status = read_json(st, "the job's status")
         if status.get("exit_code", 0) == 0 or (run_dir / "results.json").exists():
             continue
         runs.append(
@@ -162,7 +178,7 @@ def _progress(run_dir: Path) -> str:
     ckpt = run_dir / "checkpoints" / "last.pt"
     prog = run_dir / "progress.json"
     if prog.exists():
-        p = json.loads(prog.read_text())
+        p = read_json(prog, "the run's progress")
         where = f"step {p['step']:,} of {p['n_steps']:,} at its last checkpoint ({p['updated']})"
     elif ckpt.exists():
         log = run_dir / "metrics.jsonl"
@@ -180,9 +196,12 @@ def _progress(run_dir: Path) -> str:
         except ValueError:
             owner = {}
     pid, host = owner.get("pid"), owner.get("host")
+    started, boot = owner.get("started"), owner.get("boot")
     if isinstance(pid, int) and host and host != socket.gethostname():
         state = f"held by process {pid} on {host}"  # a cluster node: alive or not, unknown here
-    elif isinstance(pid, int) and process_alive(pid):
+    elif isinstance(pid, int) and process_alive(
+        pid, started if isinstance(started, int) else None, boot if isinstance(boot, str) else None
+    ):
         state = "running now"
     else:
         state = "interrupted; its command resumes it"
@@ -199,7 +218,7 @@ def collect_unfinished(sweep_dir: Path) -> list[dict]:
         run_dir = cfg.parent
         status = run_dir / "status.json"
         if (run_dir / "results.json").exists() or (
-            status.exists() and json.loads(status.read_text()).get("exit_code", 0) != 0
+            status.exists() and read_json(status, "the job's status").get("exit_code", 0) != 0
         ):
             continue
         runs.append(
@@ -224,7 +243,7 @@ def bench_rows(path: Path) -> list[dict]:
     path = Path(path)
     if not path.exists():
         return []
-    data = json.loads(path.read_text())
+    data = read_json(path, "a benchmark's rows", "rerun the benchmark, or delete the file", None)
     out = []
     for row in data.get("rows", []) if isinstance(data, dict) else data:
         if "error" in row:

@@ -32,6 +32,7 @@ from ebmlab.metrics.mmd import mmd2_linear_hamming_unbiased, mmd2_linear_hamming
 from ebmlab.models.base import EnergyModel
 from ebmlab.report.figures import density_modeling as figures
 from ebmlab.samplers.gibbs import SweepGibbs
+from ebmlab.utils.memory import learner_batch_bytes
 from ebmlab.utils.seeding import restore_generator
 
 _EVAL_CHUNK = 16384  # rows per forward over all n*d neighbours / the grid (memory only)
@@ -104,7 +105,13 @@ class DensityModeling(LoopTask):
     def memory_estimate(self, cfg) -> dict[str, int]:
         d, r, n = int(cfg.dataset.dim), self.resolution, self.mmd_samples
         rm_rows = min(self.rm_samples * d, _EVAL_CHUNK)
-        return {"grid": r * r * d * 4, "mmd_sets": 2 * n * d * 4, "rm_rows": rm_rows * d * 4}
+        width = int(cfg.model.get("hidden_dim", 1) or 1)  # activations per input row
+        return {
+            "grid": r * r * d * 4,
+            "mmd_sets": 2 * n * d * 4,
+            "rm_rows": rm_rows * d * 4,
+            **learner_batch_bytes(cfg.get("learner"), d, 4 + width // d),
+        }
 
     def build(self, ctx) -> Parts:
         data, model = ctx.build("dataset"), ctx.build("model").to(ctx.device)

@@ -31,6 +31,7 @@ from ebmlab.models.rgcn_energy import RGCNEnergy
 from ebmlab.report.figures import graph_generation as figures
 from ebmlab.report.figures.graph_generation import MMD_KEYS
 from ebmlab.samplers.gibbs import RandomScanGibbs, SweepGibbs
+from ebmlab.utils.memory import learner_batch_bytes
 
 GEN_SAMPLERS, GEN_INITS = ("sweep", "random_scan"), ("data_mean", "uniform", "zeros")
 
@@ -99,7 +100,14 @@ class GraphGeneration(LoopTask):
 
     def memory_estimate(self, cfg) -> dict[str, int]:
         n = int(cfg.dataset.max_nodes)
-        return {"generated": self.n_samples * n * (n - 1) // 2 * 4}
+        d = n * (n - 1) // 2  # one bit per node pair
+        hidden = int(cfg.model.get("hidden_dim", 1) or 1) if cfg.get("model") else 1
+        # the R-GCN works on dense n x n adjacencies with ``hidden`` features per node
+        per_entry = 4 + (2 * n * hidden) // max(d, 1)
+        return {
+            "generated": self.n_samples * d * 4,
+            **learner_batch_bytes(cfg.get("learner"), d, per_entry),
+        }
 
     def build(self, ctx) -> Parts:
         data = ctx.build("dataset")

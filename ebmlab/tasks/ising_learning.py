@@ -19,6 +19,7 @@ from ebmlab.core.protocols import Learner
 from ebmlab.data.ising_data import IsingLatticeData
 from ebmlab.errors import ConfigError
 from ebmlab.models.ising import DenseIsing
+from ebmlab.utils.memory import learner_batch_bytes
 from ebmlab.utils.plotting import side_by_side
 
 
@@ -35,6 +36,16 @@ class IsingLearning(LoopTask):
 
     def __init__(self, n_iters: int, eval_every: int, checkpoint_every: int):
         self.cad = Cadence(n_iters, eval_every, checkpoint_every)
+
+    def memory_estimate(self, cfg) -> dict[str, int]:
+        d = int(cfg.dataset.n_side) ** 2
+        return {
+            # learned J, its gradient and Adam's two moments; the true J and the lattice's
+            # adjacency (also built to generate the data)
+            "couplings": 6 * d * d * 4,
+            "samples": int(cfg.dataset.n_samples) * d * 4,
+            **learner_batch_bytes(cfg.get("learner"), d),
+        }
 
     def build(self, ctx) -> Parts:
         data = ctx.build("dataset")

@@ -90,7 +90,13 @@ class Multimodal2D(LoopTask):
     def memory_estimate(self, cfg) -> dict[str, int]:
         m = cfg.model
         s = (int(m.n_side) + 1) * int(m.spacing) + 1  # grid values per axis
-        return {"grid_distances": s * s * int(m.n_side) ** 2 * 2 * 4, "histograms": 4 * s * s * 8}
+        return {
+            "grid_distances": s * s * int(m.n_side) ** 2 * 2 * 4,
+            "histograms": 4 * s * s * 8,
+            # per chain and coordinate: the proposal's log-probabilities over the s values
+            # (forward and reverse) beside the state and its gradient
+            "chains": self.n_chains * 2 * (2 * s + 4) * 4,
+        }
 
     def build(self, ctx) -> Parts:
         check(ctx.has("model") and ctx.has("sampler"), "model", "needs a model and a sampler")

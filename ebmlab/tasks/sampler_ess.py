@@ -140,7 +140,12 @@ class SamplerESS(LoopTask):
         self.grad_query_cost, self.target = grad_query_cost, target
 
     def memory_estimate(self, cfg) -> dict[str, int]:
-        return {"summary": (self.cad.n_steps - self.burn_in) * self.n_chains * 4}
+        m = cfg.get("model") or {}
+        d = int(m.get("dim") or m.get("n_nodes") or int(m.get("n_side") or 0) ** 2 or 1)
+        return {
+            "summary": (self.cad.n_steps - self.burn_in) * self.n_chains * 4,
+            "chains": 4 * self.n_chains * d * 4,  # states, gradients, proposals, flip probabilities
+        }
 
     def build(self, ctx) -> Parts:
         model = ctx.build("model").to(ctx.device)

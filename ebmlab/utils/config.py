@@ -10,6 +10,7 @@ All of it happens before any compute.
 from __future__ import annotations
 
 import inspect
+import math
 import types
 import typing
 from typing import Any, Literal, Union, get_args, get_origin
@@ -88,6 +89,22 @@ def _matches(value: Any, tp) -> bool:
     return True
 
 
+FLOAT32_MAX = 3.4028234663852886e38  # a larger value is inf once it becomes a float32 tensor
+
+
+def _check_finite_number(value, key: str) -> None:
+    """Refuse NaN, +-inf and numbers a float32 tensor cannot hold (a target that means them
+    lists the key in ``allows_nonfinite``)."""
+    if isinstance(value, (list, tuple)):
+        for i, v in enumerate(value):
+            _check_finite_number(v, f"{key}[{i}]")
+    elif isinstance(value, float) and not math.isfinite(value):
+        raise ConfigError(key, f"must be a finite number (got {value})")
+    elif isinstance(value, (int, float)) and not isinstance(value, bool):
+        if abs(value) > FLOAT32_MAX:
+            raise ConfigError(key, f"must be at most {FLOAT32_MAX:.4g} in size (got {value:.4g})")
+
+
 def validate_node(node: DictConfig, key: str, provided: tuple = ()) -> None:
     """Check ``node`` against the typed signature of its ``_target_``.
 
@@ -115,6 +132,8 @@ def validate_node(node: DictConfig, key: str, provided: tuple = ()) -> None:
             continue
         if not _matches(v, tp):
             raise ConfigError(f"{key}.{k}", f"expected {_type_name(tp)} (got {v!r})")
+        if k not in getattr(obj, "allows_nonfinite", ()):
+            _check_finite_number(v, f"{key}.{k}")
     for name, p in params.items():
         if p.default is inspect.Parameter.empty and name not in values and name not in provided:
             raise ConfigError(f"{key}.{name}", "is required but missing")

@@ -14,7 +14,8 @@ import uuid
 from pathlib import Path
 
 from ebmlab.errors import check
-from ebmlab.utils.workspace import atomic_write_text
+from ebmlab.utils.jsonio import corrupt
+from ebmlab.utils.workspace import atomic_write_bytes, atomic_write_text
 
 FIGURE_PREFIX = "figures/"  # W&B key prefix of the figures a run saves (figures/<name>.png)
 LABEL_GROUPS = ("sampler", "model", "dataset")  # group choices that become W&B tags
@@ -84,7 +85,9 @@ class MetricLogger:
     """Writes ``metrics.jsonl`` and mirrors to W&B when enabled.
 
     On resume, ``truncate_to(offset)`` drops the lines written after the
-    checkpoint so a resumed run's file equals an uninterrupted one.
+    checkpoint (``keep_only_this_process()`` all earlier lines when there is no
+    checkpoint) so a resumed run's file equals an uninterrupted one. W&B cannot take a
+    step back: the steps an earlier process already sent are not sent again.
     """
 
     def __init__(
@@ -99,6 +102,8 @@ class MetricLogger:
         self.path = self.run_dir / "metrics.jsonl"
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self.path.touch()
+        self._start_offset = self.path.stat().st_size  # what earlier processes wrote
+        self._sent_to = -1  # the last step W&B already holds (from an earlier process)
         self._wandb = None
         if settings is not None and settings.mode != "disabled":
             self._wandb = self._init_wandb(settings, config, run_name, list(tags))
@@ -132,14 +137,39 @@ class MetricLogger:
         return self.path.stat().st_size
 
     def truncate_to(self, offset: int) -> None:
+        """Cut the file back to ``offset`` bytes (a checkpoint's), dropping later rows."""
+        with open(self.path, "rb") as f:
+            f.seek(min(offset, self._start_offset))
+            self._note_sent(f.read(max(0, self._start_offset - offset)))
         with open(self.path, "r+b") as f:
             f.truncate(offset)
+        self._start_offset = min(self._start_offset, offset)
+
+    def keep_only_this_process(self) -> None:
+        """Drop the rows of earlier processes (a run restarted with no checkpoint to resume),
+        keeping the rows this process wrote since it started."""
+        if self._start_offset == 0:
+            return
+        data = self.path.read_bytes()
+        self._note_sent(data[: self._start_offset])
+        atomic_write_bytes(self.path, data[self._start_offset :])
+        self._start_offset = 0
+
+    def _note_sent(self, dropped: bytes) -> None:
+        """Remember the last step of dropped rows: W&B holds them already."""
+        for line in dropped.decode(errors="replace").splitlines():
+            try:
+                step = json.loads(line).get("step")
+            except (ValueError, AttributeError):
+                continue
+            if isinstance(step, int):
+                self._sent_to = max(self._sent_to, step)
 
     def log(self, metrics: dict, step: int) -> None:
         row = _clean(metrics)
         with open(self.path, "a") as f:
             f.write(json.dumps({"step": int(step), **row}) + "\n")
-        if self._wandb is not None:
+        if self._wandb is not None and step > self._sent_to:
             self._wandb.log({k: v for k, v in row.items() if not isinstance(v, str)}, step=step)
 
     def log_figure(self, name: str, path: Path, step: int) -> None:
@@ -162,10 +192,22 @@ class MetricLogger:
 
 
 def read_metrics(path: Path) -> list[dict]:
+    """The rows of a ``metrics.jsonl``. A last line cut off by a kill mid-write (no newline)
+    is left out; a damaged line before it is a CorruptFileError naming the file and line."""
+    path = Path(path)
+    text = path.read_text(errors="replace")
+    lines = text.split("\n")
     rows = []
-    with open(path) as f:
-        for line in f:
-            line = line.strip()
-            if line:
-                rows.append(json.loads(line))
+    for i, line in enumerate(lines):
+        if not line.strip():
+            continue
+        try:
+            row = json.loads(line)
+        except ValueError:
+            if i == len(lines) - 1:  # the torn last line of a killed writer
+                break
+            raise corrupt(path, "the run's metric log", f"line {i + 1} is not valid JSON") from None
+        if not isinstance(row, dict):
+            raise corrupt(path, "the run's metric log", f"line {i + 1} is not a JSON object")
+        rows.append(row)
     return rows

@@ -43,3 +43,22 @@ def check_memory(estimate: dict[str, int], device: torch.device, fraction: float
             f"this run needs about {_gib(total)} for its largest tensors ({parts}), but "
             f"{device} has {_gib(free)} free; reduce the sizes (chains, buffer, samples)",
         )
+
+
+def learner_batch_bytes(learner, dim: int, floats_per_entry: int = 4) -> dict[str, int]:
+    """Bytes of a learner's per-step tensors from its config node alone: PCD's buffer and
+    batch chains; ratio matching's ``batch_size`` rows with their ``n * d`` flipped neighbours
+    (``estimator: full``; ``chunk_size`` rows at a time when set) or ``s`` sampled ones.
+    ``floats_per_entry`` counts the float32 copies an entry has on the way (state, gradient,
+    a network's activations per input)."""
+    if learner is None:
+        return {}
+    batch = int(learner.get("batch_size", 0) or 0)
+    rows = batch + int(learner.get("buffer_size", 0) or 0)
+    if "estimator" in learner:  # ratio matching: each data row and its flipped neighbours
+        per_row = dim if str(learner.get("estimator")) == "full" else int(learner.get("s", 1) or 1)
+        rows = batch * (per_row + 1)
+        chunk = int(learner.get("chunk_size", 0) or 0)
+        if chunk > 0 and str(learner.get("estimator")) == "full":
+            rows = min(rows, chunk + batch)
+    return {"learner_batches": rows * dim * 4 * floats_per_entry}

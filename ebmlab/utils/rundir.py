@@ -3,8 +3,9 @@
 - Identity: a run directory belongs to ONE resolved configuration. ``run_config.json``
   holds the config and its hash; a finished run is reused only when the hash matches, and
   a mismatch is an error that names the differing keys (``fresh=true`` starts afresh).
-- Ownership: one process writes a run directory at a time (``.lock`` with pid and host);
-  a lock left by a killed process is taken over.
+- Ownership: one process writes a run directory at a time (``.lock`` with pid, host, the
+  process's start time and the machine's boot id); a lock left by a killed process is taken
+  over, also when its pid now belongs to another process (a different start time).
 - Status: in a sweep each job leaves ``status.json`` (exit code and one-line message).
 """
 
@@ -24,6 +25,7 @@ from pathlib import Path
 from omegaconf import DictConfig, OmegaConf
 
 from ebmlab.errors import ConfigError
+from ebmlab.utils.jsonio import corrupt, field, read_json
 from ebmlab.utils.relpaths import project_of, project_relative
 from ebmlab.utils.workspace import atomic_write_text
 
@@ -114,7 +116,7 @@ def claim(run_dir: Path, ident: dict) -> dict | None:
     path = run_dir / "run_config.json"
     results = run_dir / "results.json"
     if path.exists():
-        old = json.loads(path.read_text())
+        old = read_run_config(path)
         if old.get("hash") != ident["hash"] and (
             _hash(_without_locations(old.get("config", {}))) == ident["hash"]
         ):  # recorded by an ebmlab that kept the cache / data locations in the identity
@@ -130,7 +132,16 @@ def claim(run_dir: Path, ident: dict) -> dict | None:
                 "(hydra.run.dir=...)",
             )
         if results.exists():
-            return json.loads(results.read_text())["metrics"]
+            data = read_json(results, "the run's results")
+            recorded = data.get("config_hash")
+            if recorded is not None and recorded != old["hash"]:
+                raise corrupt(
+                    path,
+                    "the run's configuration",
+                    f"its hash {old['hash']} is not the "
+                    f"{recorded} its results were computed with (in {results.name})",
+                )
+            return field(data, "metrics", results, "the run's results")
         return None
     if results.exists() or (run_dir / "checkpoints").exists():
         raise ConfigError(
@@ -140,6 +151,25 @@ def claim(run_dir: Path, ident: dict) -> dict | None:
         )
     atomic_write_text(path, json.dumps(ident, indent=2, sort_keys=True, default=str))
     return None
+
+
+def read_run_config(path: Path) -> dict:
+    """``run_config.json`` through the guarded reader, checked against itself: its ``hash``
+    must be the hash of its ``config`` (a hand-edited config is detected)."""
+    what = "the run's configuration"
+    data = read_json(path, what)
+    config, recorded = field(data, "config", path, what), field(data, "hash", path, what)
+    if not hash_matches(config, recorded):
+        raise corrupt(path, what, "its config does not match its recorded hash (edited?)")
+    return data
+
+
+def hash_matches(config, recorded) -> bool:
+    """Whether ``recorded`` is the identity hash of ``config`` (as :func:`identity` makes it,
+    or as an ebmlab that kept cache / data locations in it did)."""
+    if not isinstance(config, dict):
+        return False
+    return recorded in (_hash(config), _hash(_without_locations(config)))
 
 
 def clear(run_dir: Path) -> None:
@@ -158,14 +188,45 @@ def clear(run_dir: Path) -> None:
         (run_dir / name).unlink(missing_ok=True)
 
 
-def process_alive(pid: int) -> bool:
+def process_alive(pid: int, started: int | None = None, boot: str | None = None) -> bool:
+    """Whether process ``pid`` runs; with ``started`` (its start time, :func:`process_start`)
+    and ``boot`` (:func:`boot_id`) recorded, whether it is still THAT process: a pid reused
+    by a later process, or one from before a reboot, is not."""
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
         return False
     except PermissionError:
-        return True
+        pass
+    if boot is not None and boot_id() not in (None, boot):
+        return False
+    if started is not None:
+        now = process_start(pid)
+        if now is not None and now != started:
+            return False
     return True
+
+
+def process_start(pid: int) -> int | None:
+    """Process ``pid``'s start time in clock ticks since boot (``/proc/<pid>/stat`` field 22),
+    None where /proc does not say."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    fields = stat[stat.rfind(")") + 2 :].split()  # after the command name, which may hold spaces
+    try:
+        return int(fields[19])  # field 22 of the whole line: 3 is the first after the name
+    except (IndexError, ValueError):
+        return None
+
+
+def boot_id() -> str | None:
+    """This boot of the machine (``/proc/sys/kernel/random/boot_id``), None where absent."""
+    try:
+        return Path("/proc/sys/kernel/random/boot_id").read_text().strip() or None
+    except OSError:
+        return None
 
 
 @contextmanager
@@ -175,6 +236,7 @@ def lock(run_dir: Path):
     run_dir.mkdir(parents=True, exist_ok=True)
     path = run_dir / ".lock"
     me = {"pid": os.getpid(), "host": socket.gethostname(), "since": time.time()}
+    me.update(started=process_start(os.getpid()), boot=boot_id())
     while True:
         try:
             fd = os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)
@@ -184,16 +246,22 @@ def lock(run_dir: Path):
             except (OSError, ValueError):
                 owner = {}
             pid, host = owner.get("pid"), owner.get("host")
-            if isinstance(pid, int) and (host != me["host"] or process_alive(pid)):
+            started, boot = owner.get("started"), owner.get("boot")  # absent in older locks
+            started = started if isinstance(started, int) else None
+            boot = boot if isinstance(boot, str) else None
+            if isinstance(pid, int) and (host != me["host"] or process_alive(pid, started, boot)):
                 since = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(owner.get("since", 0)))
                 raise RunDirError(
                     f"run directory {run_dir} is in use by process {pid} on {host} "
                     f"(since {since}); wait for it to finish, or delete {path} if that "
                     "process is gone"
                 ) from None
-            print(
-                f"ebmlab: taking over a stale lock {path} (process {pid} is gone)", file=sys.stderr
+            why = (
+                "is gone"
+                if not isinstance(pid, int) or not process_alive(pid)
+                else ("is another process now")
             )
+            print(f"ebmlab: taking over a stale lock {path} (process {pid} {why})", file=sys.stderr)
             path.unlink(missing_ok=True)
             continue
         with os.fdopen(fd, "w") as f:

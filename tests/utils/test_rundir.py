@@ -53,7 +53,7 @@ def test_cache_and_data_locations_are_not_identity(tmp_path):
     moved = {"seed": 0, "task": {"n": 1, "cache_dir": "/b/.cache"}, "dataset": {"data_dir": "/e"}}
     a, b = rundir.identity(OmegaConf.create(cfg)), rundir.identity(OmegaConf.create(moved))
     assert a == b and "cache_dir" not in a["config"]["task"]
-    old_record = {"hash": "0123456789abcdef", "config": cfg}  # the old, location-bearing form
+    old_record = {"hash": rundir._hash(cfg), "config": cfg}  # the old, location-bearing form
     (tmp_path / "run_config.json").write_text(json.dumps(old_record))
     (tmp_path / "results.json").write_text(json.dumps({"metrics": {"a": 1.0}}))
     assert rundir.claim(tmp_path, b) == {"a": 1.0}
