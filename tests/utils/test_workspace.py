@@ -23,7 +23,13 @@ def test_checkpoint_roundtrip_keeps_previous(tmp_path):
     ws.save({"a": torch.ones(3)})
     ws.save({"a": torch.zeros(3)})
     assert torch.equal(ws.load()["a"], torch.zeros(3))
-    assert ws.path("last.prev").exists() and ws.verify(ws.path("last.prev")) is None
+    ckpts = ws.ckpt_dir
+    gens = sorted(p.name for p in ckpts.glob("last.*.pt"))
+    assert gens == ["last.00000001.pt", "last.00000002.pt"]  # the new one and the previous one
+    assert ws.last.is_symlink() and ws.last.resolve().name == gens[-1]
+    assert all(ws.verify(ckpts / g) is None for g in gens)
+    ws.save({"a": torch.full((3,), 2.0)})  # older generations go
+    assert sorted(p.name for p in ckpts.glob("last.*.pt")) == gens[1:] + ["last.00000003.pt"]
 
 
 @pytest.mark.parametrize("damage", ["flip", "truncate"])
