@@ -113,7 +113,7 @@ def test_rows_per_checkpoint_sweeps_and_seed(tmp_path, monkeypatch):
     argv = [
         str(run_dir),
         "--checkpoints",
-        str(ck / "last.prev.pt"),
+        str(min(ck.glob("last.*.pt"))),  # the generation before the last (docs/runs.md)
         str(ck / "last.pt"),
         "--seeds",
         "0",
