@@ -704,3 +704,42 @@ def test_nan_probabilities_inside_a_learner_are_the_divergence_exit(tmp_path):
 def test_non_finite_or_overflowing_hyperparameters_are_refused(tmp_path, value):
     p = run_cli([*DENSITY, f"learner.lr={value}"], tmp_path / "run", check=False)
     _clean_error(p, 2, "learner.lr")
+
+
+def test_w_and_b_gets_each_step_once_across_a_restart(tmp_path):
+    """The metric log of a killed process is cut back (to a checkpoint, or to nothing when it
+    wrote none), and the steps W&B already holds from it are not sent again."""
+    from ebmlab.utils.logging import MetricLogger, read_metrics
+
+    class FakeWandb:
+        def __init__(self):
+            self.steps = []
+
+        def log(self, row, step):
+            self.steps.append(step)
+
+    def process():
+        logger = MetricLogger(tmp_path, None, {}, "run")
+        logger._wandb = FakeWandb()
+        return logger
+
+    first = process()
+    for step in (0, 10, 20):
+        first.log({"a": 1.0}, step)
+    # killed before a checkpoint: the restart logs step 0 while it builds, finds no checkpoint
+    again = process()
+    again.log({"a": 1.0}, 0)
+    again.keep_only_this_process()
+    for step in (10, 20, 30):
+        again.log({"a": 1.0}, step)
+        if step == 10:
+            offset = again.offset  # a checkpoint at step 10
+    assert [r["step"] for r in read_metrics(tmp_path / "metrics.jsonl")] == [0, 10, 20, 30]
+    assert again._wandb.steps == [30]
+    # killed again; the next process resumes from the checkpoint at step 10
+    last = process()
+    last.truncate_to(offset)
+    for step in (20, 30, 40):
+        last.log({"a": 1.0}, step)
+    assert [r["step"] for r in read_metrics(tmp_path / "metrics.jsonl")] == [0, 10, 20, 30, 40]
+    assert last._wandb.steps == [40]

@@ -103,7 +103,10 @@ class MetricLogger:
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self.path.touch()
         self._start_offset = self.path.stat().st_size  # what earlier processes wrote
-        self._sent_to = -1  # the last step W&B already holds (from an earlier process)
+        self._sent_to = -1  # the last step W&B already holds (sent by an earlier process)
+        if self._start_offset:
+            with open(self.path, "rb") as f:
+                self._note_sent(f.read())
         self._wandb = None
         if settings is not None and settings.mode != "disabled":
             self._wandb = self._init_wandb(settings, config, run_name, list(tags))
