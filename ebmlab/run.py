@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import errno
 import os
+import signal
 import sys
 from contextlib import contextmanager
 from pathlib import Path
@@ -346,6 +347,9 @@ def cli() -> None:
         else:
             print(f"ebmlab: {stop}", file=sys.stderr)
         sys.exit(exit_code(stop.signum))
+    except KeyboardInterrupt:  # a Ctrl-C that reached Python before the handlers took over
+        print(f"ebmlab: {RunStopped(signal.SIGINT)}", file=sys.stderr)
+        sys.exit(exit_code(signal.SIGINT))
     except SystemExit as e:
         # Hydra exits 1 on composition errors (bad key, bad syntax) before our task starts.
         if e.code == 1 and not _STATE["task_started"]:

@@ -337,9 +337,10 @@ def _steps(run_dir) -> list[int]:
     return [json.loads(line)["step"] for line in rows]
 
 
+# kill before the first checkpoint (at 40), between two, after the last
 @pytest.mark.parametrize(
-    "kill_at", [20, 60, 120]
-)  # before the first checkpoint (40), between, after
+    "kill_at", [20, *(pytest.param(k, marks=pytest.mark.slow) for k in (60, 120))]
+)
 def test_a_resumed_run_logs_each_step_once(tmp_path, kill_at):
     ref = tmp_path / "ref"
     run_cli(SAMPLING, ref)
@@ -395,6 +396,7 @@ def test_a_signal_stops_at_a_step_checkpoints_and_says_how_to_resume(tmp_path, s
     assert Workspace(d).load()["_run"]["step"] == step
 
 
+@pytest.mark.slow
 def test_a_stopped_run_resumes_to_identical_results(tmp_path):
     import signal
 
@@ -572,7 +574,12 @@ def _report(*args):
 
 
 @pytest.mark.parametrize(
-    "name", ["results.json", "run_config.json", "status.json", "progress.json"]
+    "name",
+    [
+        "results.json",
+        *(pytest.param(n, marks=pytest.mark.slow) for n in ("run_config.json", "status.json")),
+        pytest.param("progress.json", marks=pytest.mark.slow),
+    ],
 )
 def test_report_commands_name_a_damaged_file(tmp_path, name):
     """table, park and reproduce over a root whose runs (finished, unfinished, failed) hold a
