@@ -303,9 +303,11 @@ class SweepSummary(Callback):
     failed job at the end of a ``-m`` sweep."""
 
     def on_run_start(self, config: DictConfig, **kwargs) -> None:
+        HydraConfig.instance().set_config(config)  # the dir names ${hydra:...} choices
         _check_writable(Path(config.hydra.run.dir))
 
     def on_multirun_start(self, config: DictConfig, **kwargs) -> None:
+        HydraConfig.instance().set_config(config)
         _check_writable(Path(config.hydra.sweep.dir))
 
     def on_multirun_end(self, config: DictConfig, **kwargs) -> None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import subprocess
 import sys
 
@@ -274,3 +275,23 @@ def test_ising_learning_with_ratio_matching_learner(tmp_path):
     j = torch.load(tmp_path / "run" / "checkpoints" / "last.pt", weights_only=True)["task"]["model"]
     j = j["J_raw"]
     assert torch.allclose(j, j.T) and j.diagonal().abs().max() == 0  # project_() ran
+
+
+def test_a_run_without_experiment_prints_no_warning(tmp_path):
+    """The run directory's name interpolates ${hydra:runtime.choices.task}; checking it before
+    Hydra had set its config raised a five-line UserWarning (and skipped the check)."""
+    env = {**os.environ, "PYTHONPATH": str(REPO), "OMP_NUM_THREADS": "1"}
+    env["EBMLAB_CACHE"] = str(tmp_path / "cache")
+    args = ["task=ising_sampling", "model=ising_lattice", "sampler=gwg", "scale=smoke"]
+    args += ["task.n_steps=5", "model.n_side=3", "logger=none", "progress=false"]
+    p = subprocess.run(
+        [sys.executable, "-m", "ebmlab.run", *args],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert p.returncode == 0, p.stderr
+    assert "Warning" not in p.stderr, p.stderr
+    assert list((tmp_path / "outputs" / "runs" / "ising_sampling" / "smoke").iterdir())

@@ -37,12 +37,7 @@ from ebmlab.utils.jsonio import field, read_json
 from ebmlab.utils.relpaths import project_relative
 from ebmlab.utils.workspace import Workspace
 
-RECORD_FILES = (
-    "results.json",
-    "run_config.json",
-    ".hydra/overrides.yaml",
-    "metrics.jsonl",
-)
+RECORD_FILES = ("results.json", "run_config.json", ".hydra/overrides.yaml", "metrics.jsonl")
 DEVIATIONS = "Runs with settings other than the paper's"
 
 
@@ -251,10 +246,7 @@ def collect_parked(root: Path, experiment: str, scale: str, live_too: bool = Tru
     that have not finished on record, whatever is here), as unfinished runs
     (:func:`collect_unfinished`) whose ``unfinished`` says where they stopped and how to go on."""
     root = Path(root)
-    here, kept = (
-        sweep_dir(root, experiment, scale),
-        sweep_dir(parked_root(root), experiment, scale),
-    )
+    here, kept = sweep_dir(root, experiment, scale), sweep_dir(parked_root(root), experiment, scale)
     runs = []
     for r in collect_unfinished(kept):
         rel = r["run_dir"].relative_to(kept)
