@@ -30,7 +30,7 @@ from ebmlab.learning.ratio_matching import ratio_matching_loss
 from ebmlab.learning.ratio_matching_learner import RatioMatchingLearner
 from ebmlab.metrics.mmd import mmd2_linear_hamming_unbiased, mmd2_linear_hamming_unbiased_se
 from ebmlab.models.base import EnergyModel
-from ebmlab.report.figures import density_modeling as figures
+from ebmlab.plotting import density_modeling as figures
 from ebmlab.samplers.gibbs import SweepGibbs
 from ebmlab.utils.memory import learner_batch_bytes
 from ebmlab.utils.seeding import restore_generator

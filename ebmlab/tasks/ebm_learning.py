@@ -27,7 +27,7 @@ from ebmlab.learning.pcd_buffer import PCDBuffer
 from ebmlab.metrics.ais import linear_betas
 from ebmlab.metrics.tempered_ais import mean_log_prob, tempered_ais_log_z
 from ebmlab.models.resnet_ebm import ResNetEBM, TemperedEBM
-from ebmlab.report.figures.pcd_learning import pcd_figures
+from ebmlab.plotting.pcd_learning import pcd_figures
 from ebmlab.samplers.dlp import DMALA
 from ebmlab.samplers.gwg import GWG
 

@@ -28,8 +28,8 @@ from ebmlab.learning.pcd import PCD
 from ebmlab.learning.ratio_matching_learner import RatioMatchingLearner
 from ebmlab.metrics.graph_stats import graph_mmd
 from ebmlab.models.rgcn_energy import RGCNEnergy
-from ebmlab.report.figures import graph_generation as figures
-from ebmlab.report.figures.graph_generation import MMD_KEYS
+from ebmlab.plotting import graph_generation as figures
+from ebmlab.plotting.graph_generation import MMD_KEYS
 from ebmlab.samplers.gibbs import RandomScanGibbs, SweepGibbs
 from ebmlab.utils.memory import learner_batch_bytes
 

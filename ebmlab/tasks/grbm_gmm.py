@@ -39,7 +39,7 @@ from ebmlab.learning.epochs import EpochTraining
 from ebmlab.learning.grbm_cd import GRBMModifiedCD, sample_from_noise
 from ebmlab.metrics.density_2d import grid_metrics, mode_stats, plot_grid
 from ebmlab.models.grbm import GRBM
-from ebmlab.report.figures.grbm_gmm import panel_density, panel_samples
+from ebmlab.plotting.grbm_gmm import panel_density, panel_samples
 from ebmlab.utils.workspace import atomic_torch_save
 
 

@@ -30,7 +30,7 @@ from ebmlab.learning.grbm_cd import GRBMModifiedCD, cosine_lr
 from ebmlab.learning.grbm_sampling import generate, intermediate_samples
 from ebmlab.metrics.image_fid import FeatureNetSpec, check_inception, image_fid
 from ebmlab.models.grbm import GRBM
-from ebmlab.report.figures.grbm_images import filters_figure, images_figure
+from ebmlab.plotting.grbm_images import filters_figure, images_figure
 from ebmlab.samplers.grbm import GRBMGibbsLangevin, GRBMLangevin
 from ebmlab.utils.plotting import curves
 

@@ -30,7 +30,7 @@ from ebmlab.core.loop import Cadence, LoopTask
 from ebmlab.core.state import ChainState
 from ebmlab.errors import ConfigError, check
 from ebmlab.models.multimodal_grid import MultimodalGrid
-from ebmlab.report.figures.multimodal_2d import heatmap
+from ebmlab.plotting.multimodal_2d import heatmap
 from ebmlab.samplers.acs import ACS
 
 INITS = ("shared_random", "random")

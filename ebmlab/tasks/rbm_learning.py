@@ -37,7 +37,7 @@ from ebmlab.learning.rbm_target import training_split
 from ebmlab.metrics.ais import group_spread, rbm_ais_log_z, rbm_exact_log_z, weight_ess
 from ebmlab.metrics.tempered_ais import mean_log_prob
 from ebmlab.models.rbm import BernoulliRBM
-from ebmlab.report.figures.pcd_learning import pcd_figures
+from ebmlab.plotting.pcd_learning import pcd_figures
 from ebmlab.samplers.acs import ACS
 
 _EXACT_MAX_UNITS = 20  # exact log Z by enumerating the smaller layer up to this size

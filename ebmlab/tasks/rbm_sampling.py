@@ -33,7 +33,7 @@ from ebmlab.learning.rbm_target import (
 from ebmlab.metrics.ess import ess_per_dim
 from ebmlab.metrics.mmd import mmd2_exp_hamming
 from ebmlab.models.rbm import BernoulliRBM
-from ebmlab.report.figures.rbm_sampling import comparison_figure
+from ebmlab.plotting.rbm_sampling import comparison_figure
 from ebmlab.samplers.acs import ACS
 from ebmlab.utils.plotting import image_grid
 

@@ -8,7 +8,7 @@ import torch
 
 from ebmlab.data.gmm_toy import gmm_params, gmm_toy
 from ebmlab.metrics.density_2d import grid_metrics, mode_stats
-from ebmlab.report.figures.grbm_gmm import figure
+from ebmlab.plotting.grbm_gmm import figure
 from tests.helpers import from_conf, run_cli
 
 

@@ -6,13 +6,8 @@ from __future__ import annotations
 import shutil
 from pathlib import Path
 
-from ebmlab.report.figures import (
-    density_modeling,
-    grbm_gmm,
-    metric_vs_setting,
-    multimodal_2d,
-    rbm_sampling,
-)
+from ebmlab.plotting import density_modeling, grbm_gmm, multimodal_2d, rbm_sampling
+from ebmlab.report.figures import metric_vs_setting
 
 
 def copy_run_file(runs: list[dict], out: Path, title: str = "", file: str = "") -> list[Path]:
