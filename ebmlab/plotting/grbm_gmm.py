@@ -74,7 +74,3 @@ def figure(run_dirs: list[Path], out: Path) -> Path:
                 top.set_title(title, fontsize=9)
     fig.tight_layout()
     return save(fig, out)
-
-
-def make(runs: list[dict], out: Path, title: str = "") -> list[Path]:
-    return [figure([r["run_dir"] for r in runs], out)]

@@ -161,7 +161,7 @@ class GRBMGmm(LoopTask):
 
     @torch.no_grad()
     def _arrays(self, p: Parts, v: Tensor, ctx) -> dict:
-        """What the Fig. 1 assembly (ebmlab/report/figures/grbm_gmm.py) reads from a run."""
+        """What the Fig. 1 assembly (ebmlab/plotting/grbm_gmm.py, ``figure``) reads from a run."""
         n = self.grid_points
         pts = plot_grid(self.plot_range, n, ctx.device)
         return {

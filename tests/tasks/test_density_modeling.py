@@ -12,8 +12,8 @@ import torch
 from ebmlab.learning.ratio_matching import ratio_matching_loss
 from ebmlab.models.enumeration import binary_states
 from ebmlab.models.mlp_energy import MLPEnergy
-from ebmlab.plotting.density_modeling import grid_figure
 from ebmlab.report import collect
+from ebmlab.report.figures.density_modeling import grid_figure
 from ebmlab.tasks.density_modeling import log_density_grid
 from tests.helpers import run_cli
 

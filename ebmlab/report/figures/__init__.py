@@ -6,8 +6,8 @@ from __future__ import annotations
 import shutil
 from pathlib import Path
 
-from ebmlab.plotting import density_modeling, grbm_gmm, multimodal_2d, rbm_sampling
-from ebmlab.report.figures import metric_vs_setting
+from ebmlab.plotting import grbm_gmm
+from ebmlab.report.figures import density_modeling, metric_vs_setting, multimodal_2d, rbm_sampling
 
 
 def copy_run_file(runs: list[dict], out: Path, title: str = "", file: str = "") -> list[Path]:
@@ -21,10 +21,15 @@ def copy_run_file(runs: list[dict], out: Path, title: str = "", file: str = "") 
     return []
 
 
+def grbm_gmm_figure(runs: list[dict], out: Path, title: str = "") -> list[Path]:
+    """GRBM Fig. 1 from the runs' ``gmm_arrays.pt`` (:func:`ebmlab.plotting.grbm_gmm.figure`)."""
+    return [grbm_gmm.figure([r["run_dir"] for r in runs], out)]
+
+
 FIGURES = {
     "copy": copy_run_file,
     "density_grid": density_modeling.make,
-    "grbm_gmm": grbm_gmm.make,
+    "grbm_gmm": grbm_gmm_figure,
     "metric_vs_setting": metric_vs_setting.make,
     "multimodal_2d": multimodal_2d.make,
     "rbm_sampling": rbm_sampling.make,
