@@ -30,3 +30,13 @@ def test_api_page_code_runs(capsys):
     out = capsys.readouterr().out
     assert "ising_lattice" not in out and "LatticeIsing 25 DMALA 0.4" in out
     assert "TV " in out and "iid noise floor" in out
+
+
+@pytest.mark.usefixtures("one_thread")
+def test_readme_code_runs():
+    """The README's sampler snippet builds what it says, with the YAML's values."""
+    readme = API_PAGE.parents[1] / "README.md"
+    (block,) = python_blocks(readme.read_text())
+    namespace: dict = {"__name__": "readme"}
+    exec(compile(block, "README.md", "exec"), namespace)
+    assert namespace["model"].dim == 25 and namespace["sampler"].step_size == 0.4
