@@ -81,7 +81,8 @@ def selectors(claim: dict) -> list[dict]:
 
 class Defaults:
     """What an experiment runs with when a key is not given: the composed config (with its
-    ``when:`` settings applied) for a set of command-line pins, cached per pin set."""
+    per-choice settings of conf/when/ applied) for a set of command-line pins, cached per pin
+    set."""
 
     def __init__(self, experiment: str, scale: str):
         self.experiment, self.scale = experiment, scale
@@ -111,9 +112,10 @@ def plan(claims: list[dict], experiment: str, scale: str) -> list[dict[str, list
     grid (key -> values) whose every point is wanted.
 
     A pinned key that the experiment does not sweep and whose value it runs anyway (its
-    default after the ``when:`` settings) is dropped, so that a selector naming a default
-    reuses the experiment's own runs instead of launching the same run a second time under
-    another directory name. The experiment's own sweep covers the keys no selector fixes.
+    default after its per-choice settings in conf/when/) is dropped, so that a selector
+    naming a default reuses the experiment's own runs instead of launching the same run a
+    second time under another directory name. The experiment's own sweep covers the keys no
+    selector fixes.
     """
     swept = sweep_keys(experiment)
     defaults = Defaults(experiment, scale)
