@@ -27,32 +27,37 @@ def from_conf(option: str, **overrides):
 
 def run_cli(
     args: list[str],
-    run_dir: Path,
+    run_dir: Path | None,
     cache: Path | None = None,
     env: dict | None = None,
     check: bool = True,
     multirun: bool = False,
     timeout: float = 600,
+    cwd: Path = REPO,
 ):
-    """``python -m ebmlab.run <args>`` into ``run_dir`` (logger off, no progress bars).
+    """``python -m ebmlab.run <args>`` from ``cwd`` into ``run_dir`` (logger off, no progress
+    bars); ``run_dir=None`` leaves the directory to Hydra's default (then ``cache`` is needed).
 
     Returns the CompletedProcess; its ``results`` attribute holds results.json's
     metrics when the run wrote one.
     """
+    assert run_dir is not None or cache is not None, "run_dir=None needs a cache"
     base = ["logger=none", "progress=false"]
     if multirun:
-        base += [f"hydra.sweep.dir={run_dir}"]
+        base += [f"hydra.sweep.dir={run_dir}"] if run_dir else []
         args = ["-m", *args]  # the flag must precede the overrides
-    else:
+    elif run_dir:
         base += [f"hydra.run.dir={run_dir}"]
     e = dict(os.environ)
     e["EBMLAB_CACHE"] = str(cache or run_dir.parent / "cache")
     e.setdefault("OMP_NUM_THREADS", "1")
     e["HYDRA_FULL_ERROR"] = "0"
+    if cwd != REPO:  # the checkout stays importable from another directory
+        e["PYTHONPATH"] = str(REPO) + os.pathsep + e.get("PYTHONPATH", "")
     e.update(env or {})
     p = subprocess.run(
         [sys.executable, "-m", "ebmlab.run", *args, *base],
-        cwd=REPO,
+        cwd=cwd,
         env=e,
         capture_output=True,
         text=True,
@@ -60,9 +65,26 @@ def run_cli(
     )
     if check and p.returncode != 0:
         raise AssertionError(f"run failed ({p.returncode}):\n{p.stdout}\n{p.stderr}")
-    res = run_dir / "results.json"
-    p.results = json.loads(res.read_text())["metrics"] if res.exists() else None
+    res = run_dir / "results.json" if run_dir else None
+    p.results = json.loads(res.read_text())["metrics"] if res and res.exists() else None
     return p
+
+
+def run_inprocess(args: list[str], run_dir: Path, monkeypatch, logger: str = "none") -> int:
+    """``python -m ebmlab.run <args>`` in this process (fast) into ``run_dir`` with the given
+    ``logger`` and no progress bars; returns the exit code (0 when it returned normally)."""
+    import ebmlab.run as entry
+
+    monkeypatch.setenv("EBMLAB_CACHE", str(run_dir.parent / "cache"))
+    argv = [entry.__file__, f"--config-path={REPO / 'conf'}", *args]
+    argv += [f"logger={logger}", "progress=false", f"hydra.run.dir={run_dir}"]
+    monkeypatch.setattr(sys, "argv", argv)
+    monkeypatch.setitem(entry._STATE, "task_started", False)
+    try:
+        entry.cli()
+    except SystemExit as e:
+        return e.code or 0
+    return 0
 
 
 def run_device() -> str:

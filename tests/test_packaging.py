@@ -5,7 +5,6 @@ them (hydra.searchpath), and a mistyped key names the keys nearby."""
 from __future__ import annotations
 
 import json
-import os
 import shutil
 import subprocess
 import sys
@@ -16,6 +15,7 @@ import pytest
 
 import ebmlab.configs as configs
 from ebmlab import run
+from tests.helpers import run_cli
 
 tomllib = pytest.importorskip("tomllib")  # Python 3.11+
 REPO = Path(__file__).resolve().parents[1]
@@ -123,20 +123,9 @@ def test_user_config_folder_adds_a_sampler(tmp_path):
     with `hydra.searchpath=[file://my_conf]`, runs with its values."""
     (tmp_path / "my_conf" / "sampler").mkdir(parents=True)
     (tmp_path / "my_conf" / "sampler" / "my_dmala.yaml").write_text(USER_SAMPLER)
-    env = {**os.environ, "OMP_NUM_THREADS": "1", "HYDRA_FULL_ERROR": "0"}
-    env["PYTHONPATH"] = str(REPO) + os.pathsep + env.get("PYTHONPATH", "")
-    env["EBMLAB_CACHE"] = str(tmp_path / "cache")
     args = ["sampler=my_dmala", "hydra.searchpath=[file://my_conf]", "scale=smoke"]
-    args += ["task.n_iters=2", "logger=none", "progress=false", "hydra.run.dir=out"]
-    p = subprocess.run(
-        [sys.executable, "-m", "ebmlab.run", *args],
-        cwd=tmp_path,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
-    assert p.returncode == 0, p.stdout + p.stderr
+    args += ["task.n_iters=2"]
+    p = run_cli(args, tmp_path / "out", cwd=tmp_path, timeout=300)
     assert "Warning" not in p.stderr, p.stderr  # no noise on a normal run
     ran = json.loads((tmp_path / "out" / "run_config.json").read_text())["config"]
     assert ran["sampler"] == {

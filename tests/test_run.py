@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 import math
-import os
 import subprocess
 import sys
 
@@ -14,7 +13,7 @@ import torch
 
 from ebmlab.errors import ConfigError, DivergenceError
 from ebmlab.utils.logging import read_metrics
-from tests.helpers import REPO, assert_same_results, run_cli
+from tests.helpers import REPO, assert_same_results, run_cli, run_inprocess
 
 TINY_LEARNING = [
     "experiment=dlp/fig5_ising_learning",
@@ -135,32 +134,15 @@ BAD = [
 ]
 
 
-def run_inprocess(argv, tmp_path, capsys, monkeypatch):
+def run_stderr(argv, tmp_path, capsys, monkeypatch):
     """``python -m ebmlab.run`` in this process (fast): returns (exit code, stderr)."""
-    import ebmlab.run as entry
-
-    monkeypatch.setenv("EBMLAB_CACHE", str(tmp_path / "cache"))
-    monkeypatch.setattr(
-        sys,
-        "argv",
-        [
-            entry.__file__,
-            f"--config-path={REPO / 'conf'}",
-            *argv,
-            "logger=none",
-            "progress=false",
-            f"hydra.run.dir={tmp_path / 'run'}",
-        ],
-    )
-    monkeypatch.setitem(entry._STATE, "task_started", False)
-    with pytest.raises(SystemExit) as e:
-        entry.cli()
-    return e.value.code, capsys.readouterr().err
+    code = run_inprocess(argv, tmp_path / "run", monkeypatch)
+    return code, capsys.readouterr().err
 
 
 @pytest.mark.parametrize("overrides,key", BAD, ids=[b[1] for b in BAD])
 def test_bad_overrides_fail_clearly_before_compute(tmp_path, capsys, monkeypatch, overrides, key):
-    code, err = run_inprocess(overrides, tmp_path, capsys, monkeypatch)
+    code, err = run_stderr(overrides, tmp_path, capsys, monkeypatch)
     assert code == 2, err
     assert key in err
     assert "Traceback" not in err
@@ -169,7 +151,7 @@ def test_bad_overrides_fail_clearly_before_compute(tmp_path, capsys, monkeypatch
 
 
 def test_unknown_option_lists_allowed_values(tmp_path, capsys, monkeypatch):
-    code, err = run_inprocess(["sampler=nosuchsampler"], tmp_path, capsys, monkeypatch)
+    code, err = run_stderr(["sampler=nosuchsampler"], tmp_path, capsys, monkeypatch)
     assert code == 2 and "allowed:" in err and "gwg" in err
 
 
@@ -280,18 +262,8 @@ def test_ising_learning_with_ratio_matching_learner(tmp_path):
 def test_a_run_without_experiment_prints_no_warning(tmp_path):
     """The run directory's name interpolates ${hydra:runtime.choices.task}; checking it before
     Hydra had set its config raised a five-line UserWarning (and skipped the check)."""
-    env = {**os.environ, "PYTHONPATH": str(REPO), "OMP_NUM_THREADS": "1"}
-    env["EBMLAB_CACHE"] = str(tmp_path / "cache")
     args = ["task=ising_sampling", "model=ising_lattice", "sampler=gwg", "scale=smoke"]
-    args += ["task.n_steps=5", "model.n_side=3", "logger=none", "progress=false"]
-    p = subprocess.run(
-        [sys.executable, "-m", "ebmlab.run", *args],
-        cwd=tmp_path,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
-    assert p.returncode == 0, p.stderr
+    args += ["task.n_steps=5", "model.n_side=3"]
+    p = run_cli(args, None, cache=tmp_path / "cache", cwd=tmp_path, timeout=300)
     assert "Warning" not in p.stderr, p.stderr
     assert list((tmp_path / "outputs" / "runs" / "ising_sampling" / "smoke").iterdir())

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import json
 import math
-import sys
 
 import pytest
 import torch
@@ -20,7 +19,7 @@ from ebmlab.samplers.base import ChainState
 from ebmlab.samplers.dlp import DMALA
 from ebmlab.samplers.gwg import GWG
 from ebmlab.utils.logging import read_metrics
-from tests.helpers import REPO, from_conf, run_cli
+from tests.helpers import from_conf, run_cli, run_inprocess
 
 
 def resnet(**kw) -> ResNetEBM:
@@ -255,8 +254,6 @@ def test_divergence_stops_training_and_keeps_good_checkpoints(
 ):
     """A NaN at iteration 11 stops training; last.pt stays at step 8, best.pt at step 6, and
     the best checkpoint is evaluated (on_divergence=evaluate_best)."""
-    import ebmlab.run as entry
-
     original = PCDBuffer.update
 
     def step(self, model, batch, generator):
@@ -266,16 +263,8 @@ def test_divergence_stops_training_and_keeps_good_checkpoints(
         return original(self, model, batch, generator)
 
     monkeypatch.setattr(PCDBuffer, "update", step)
-    monkeypatch.setenv("EBMLAB_CACHE", str(tmp_path / "cache"))
     run_dir = tmp_path / "run"
-    argv = [entry.__file__, f"--config-path={REPO / 'conf'}", *ebm_tiny_args]
-    argv += ["logger=none", "progress=false", f"hydra.run.dir={run_dir}"]
-    monkeypatch.setattr(sys, "argv", argv)
-    monkeypatch.setitem(entry._STATE, "task_started", False)
-    try:
-        entry.cli()
-    except SystemExit as e:
-        assert e.code in (0, None)
+    assert run_inprocess(ebm_tiny_args, run_dir, monkeypatch) == 0
     err = capsys.readouterr().err
     assert "diverged at step 11" in err and "step 8" in err
     last = torch.load(run_dir / "checkpoints" / "last.pt", weights_only=True)

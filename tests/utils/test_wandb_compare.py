@@ -240,29 +240,12 @@ def test_a_run_sends_its_labels_config_and_figures(tmp_path, monkeypatch, fake_w
     """``python -m ebmlab.run`` with the W&B logger (in this process, W&B replaced by the
     recorder): the run's name, group, tags and config say what it is; its figure has its own
     key and every log_rmse point stays a number."""
-    import ebmlab.run as entry
-    from tests.helpers import REPO
+    from tests.helpers import run_inprocess
 
-    monkeypatch.setenv("EBMLAB_CACHE", str(tmp_path / "cache"))
     run_dir = tmp_path / "run"
-    argv = [
-        entry.__file__,
-        f"--config-path={REPO / 'conf'}",
-        "experiment=dlp/fig3_ising_sampling",
-        "scale=smoke",
-        "sampler=dmala",
-        "model.n_side=3",
-        "task.n_steps=60",
-        "logger=wandb",
-        "progress=false",
-        f"hydra.run.dir={run_dir}",
-    ]
-    monkeypatch.setattr(sys, "argv", argv)
-    monkeypatch.setitem(entry._STATE, "task_started", False)
-    try:
-        entry.cli()
-    except SystemExit as e:
-        assert e.code in (0, None)
+    args = ["experiment=dlp/fig3_ising_sampling", "scale=smoke", "sampler=dmala"]
+    args += ["model.n_side=3", "task.n_steps=60"]
+    assert run_inprocess(args, run_dir, monkeypatch, logger="wandb") == 0
     (run,) = fake_wandb
     assert run.init["name"] == f"dlp/fig3_ising_sampling/smoke/{run_dir.name}"
     assert run.init["group"] == "dlp/fig3_ising_sampling/smoke"
