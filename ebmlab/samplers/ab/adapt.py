@@ -615,16 +615,25 @@ class DLPTrace(_Quadratic):
             self.adapter.values["sigma"] = self.sigma * m
 
 
-class AB1stAlg1(AB1st):
+class _Alg1Schedule:
+    """Mixin of the Alg. 1 variants: (sigma, alpha) adapt for the whole run, so the chain is
+    adaptive, not a fixed MH kernel (``done`` stays false); ``adapt`` must be true."""
+
+    exact = False  # adaptive chain
+    adapt_after_burn_in = True
+
+    @staticmethod
+    def _require_adapt(adapt: bool) -> None:
+        check(adapt is True, "adapt", "must be true for the Alg. 1 variant (it adapts throughout)")
+
+
+class AB1stAlg1(_Alg1Schedule, AB1st):
     """AB-1st with Alg. 1's schedule as written: (sigma, alpha) adapt by Alg. 3 for the WHOLE
     run, not only the first ``burn_in`` steps (``adapt`` must be true). The chain is then
     adaptive (its parameters depend on its past, and Alg. 3's update rate shrinks only when
     a cycle changes nothing), not a fixed MH kernel: every step is an exact MH step for the
     current (sigma, alpha), but no frozen kernel exists (``done`` stays false). The paper's
     procedure; ebmlab's default (``AB1st``) freezes after burn-in."""
-
-    exact = False  # adaptive chain
-    adapt_after_burn_in = True
 
     def __init__(
         self,
@@ -637,11 +646,11 @@ class AB1stAlg1(AB1st):
         n_probe: int,
         alpha_max: float,
     ):
-        check(adapt is True, "adapt", "must be true for the Alg. 1 variant (it adapts throughout)")
+        self._require_adapt(adapt)
         super().__init__(sigma, alpha, adapt, burn_in, gamma, gamma_decay, n_probe, alpha_max)
 
 
-class ABQuadraticAlg1(ABQuadratic):
+class ABQuadraticAlg1(_Alg1Schedule, ABQuadratic):
     """Quadratic AB (shift / max / trace) with Alg. 1's schedule as written: W and D from the
     pairs of the whole burn-in (``w_fraction`` must be 1: Alg. 1 estimates them from
     x_{0:T1}), and (sigma, alpha) adapting by Alg. 3 through the burn-in AND the mixed period
@@ -650,9 +659,6 @@ class ABQuadraticAlg1(ABQuadratic):
     proposal takes over (our choice; Alg. 1 says only "continue"). The chain is adaptive, not
     a fixed MH kernel (``done`` stays false; see ``AB1stAlg1``); ebmlab's default
     (``ABQuadratic``) fits W on the first quarter of burn-in and freezes after it."""
-
-    exact = False  # adaptive chain
-    adapt_after_burn_in = True
 
     def __init__(
         self,
@@ -670,7 +676,7 @@ class ABQuadraticAlg1(ABQuadratic):
         n_probe: int,
         alpha_max: float,
     ):
-        check(adapt is True, "adapt", "must be true for the Alg. 1 variant (it adapts throughout)")
+        self._require_adapt(adapt)
         check(
             w_fraction == 1,
             "w_fraction",
