@@ -37,6 +37,7 @@ from ebmlab.core.signals import (
     hold_lock,
     install_stop_handlers,
     release_lock,
+    report_stop,
     stop_requested,
 )
 from ebmlab.errors import CheckpointError, ConfigError, DivergenceError
@@ -106,7 +107,7 @@ def precheck_overrides(argv: list[str]) -> None:
                     f"{key}={choice}: unknown option; allowed: {', '.join(allowed) or '(none)'}"
                 )
     try:
-        check_keys(argv, CONF_DIR)
+        check_keys(argv, dirs)
     except ConfigError as e:
         _config_exit(str(e))
 
@@ -347,10 +348,10 @@ def cli() -> None:
         if _STATE.get("sweep"):
             print_sweep_summary(stop)
         else:
-            print(f"ebmlab: {stop}", file=sys.stderr)
+            report_stop(stop)
         sys.exit(exit_code(stop.signum))
     except KeyboardInterrupt:  # a Ctrl-C that reached Python before the handlers took over
-        print(f"ebmlab: {RunStopped(signal.SIGINT)}", file=sys.stderr)
+        report_stop(RunStopped(signal.SIGINT))
         sys.exit(exit_code(signal.SIGINT))
     except SystemExit as e:
         # Hydra exits 1 on composition errors (bad key, bad syntax) before our task starts.

@@ -18,7 +18,7 @@ import signal
 import sys
 from pathlib import Path
 
-_STATE: dict = {"signal": None, "installed": {}, "locks": set()}
+_STATE: dict = {"signal": None, "locks": set()}
 
 
 class RunStopped(BaseException):
@@ -69,31 +69,14 @@ def install_stop_handlers(signals=(signal.SIGTERM, signal.SIGINT)) -> None:
     for s in signals:
         signum = getattr(signal, s) if isinstance(s, str) else int(s)
         try:
-            previous = signal.signal(signum, _handle)
+            signal.signal(signum, _handle)
         except ValueError:  # not the main thread
             return
-        if previous is not _handle:
-            _STATE["installed"].setdefault(signum, previous)
-
-
-def restore_handlers() -> None:
-    """Put back the handlers :func:`install_stop_handlers` replaced."""
-    for signum, previous in _STATE["installed"].items():
-        try:
-            signal.signal(signum, previous)
-        except (ValueError, TypeError):
-            pass
-    _STATE["installed"] = {}
 
 
 def stop_requested() -> int | None:
     """The signal that asked the run to stop, or None."""
     return _STATE["signal"]
-
-
-def clear_stop() -> None:
-    """Forget a stop request (tests; a process that goes on after handling one)."""
-    _STATE["signal"] = None
 
 
 def check_stop(step: int | None) -> None:

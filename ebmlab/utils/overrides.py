@@ -98,17 +98,16 @@ def _exists(cfg: DictConfig, key: str) -> bool:
     return True
 
 
-def check_keys(argv: list[str], config_dir: Path) -> None:
+def check_keys(argv: list[str], dirs: list[Path]) -> None:
     """Raise :class:`ConfigError` naming the first command-line key that the composed config
     does not have (``+key=`` adds one and is not checked), with the keys nearby. Composes only
-    when some override sets a key (group choices are checked against the option files)."""
+    when some override sets a key (group choices are checked against the option files).
+    ``dirs``: the config folder, then the ``hydra.searchpath`` folders
+    (``ebmlab.configs.search_dirs``)."""
     try:
         overrides = _parse(argv)
     except Exception:  # noqa: BLE001 - bad syntax: Hydra's own message says where
         return
-    dirs = [config_dir] + [
-        Path(e[len("file://") :]) for e in searchpath_entries(argv) if e.startswith("file://")
-    ]
     keys, compose_with = [], []
     for o in overrides:
         key = o.key_or_group
@@ -124,7 +123,7 @@ def check_keys(argv: list[str], config_dir: Path) -> None:
             keys.append(key)
     if not keys:
         return
-    cfg = _compose(config_dir, compose_with)
+    cfg = _compose(dirs[0], compose_with)
     if cfg is None:
         return
     for key in keys:
