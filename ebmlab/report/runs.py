@@ -8,7 +8,6 @@ so a table can group runs by any key. A run counts once wherever it lives (:func
 
 from __future__ import annotations
 
-import json
 import socket
 import statistics
 import time
@@ -25,7 +24,8 @@ from ebmlab.utils.rundir import (
     NON_IDENTITY_KEYS,
     config_hash,
     hash_matches,
-    process_alive,
+    owner_alive,
+    read_lock,
 )
 
 MISSING = "-"
@@ -188,20 +188,11 @@ def _progress(run_dir: Path) -> str:
         where = (f"logged to step {max(steps):,}, " if steps else "") + f"checkpoint of {when}"
     else:
         where = "no checkpoint yet"
-    lock = run_dir / ".lock"
-    owner = {}
-    if lock.exists():
-        try:
-            owner = json.loads(lock.read_text() or "{}")
-        except ValueError:
-            owner = {}
+    owner = read_lock(run_dir / ".lock")
     pid, host = owner.get("pid"), owner.get("host")
-    started, boot = owner.get("started"), owner.get("boot")
     if isinstance(pid, int) and host and host != socket.gethostname():
         state = f"held by process {pid} on {host}"  # a cluster node: alive or not, unknown here
-    elif isinstance(pid, int) and process_alive(
-        pid, started if isinstance(started, int) else None, boot if isinstance(boot, str) else None
-    ):
+    elif owner_alive(owner):
         state = "running now"
     else:
         state = "interrupted; its command resumes it"

@@ -188,6 +188,25 @@ def clear(run_dir: Path) -> None:
         (run_dir / name).unlink(missing_ok=True)
 
 
+def read_lock(path: Path) -> dict:
+    """The owner a ``.lock`` file records (pid, host, since, started, boot); {} when the file
+    is absent or unreadable."""
+    try:
+        owner = json.loads(path.read_text() or "{}")
+    except (OSError, ValueError):
+        return {}
+    return owner if isinstance(owner, dict) else {}
+
+
+def owner_alive(owner: dict) -> bool:
+    """Whether the process a lock's ``owner`` names runs on this machine and is still that
+    process (its start time and boot id, where the lock records them; older locks do not)."""
+    pid, started, boot = owner.get("pid"), owner.get("started"), owner.get("boot")
+    return isinstance(pid, int) and process_alive(
+        pid, started if isinstance(started, int) else None, boot if isinstance(boot, str) else None
+    )
+
+
 def process_alive(pid: int, started: int | None = None, boot: str | None = None) -> bool:
     """Whether process ``pid`` runs; with ``started`` (its start time, :func:`process_start`)
     and ``boot`` (:func:`boot_id`) recorded, whether it is still THAT process: a pid reused
@@ -241,15 +260,9 @@ def lock(run_dir: Path):
         try:
             fd = os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)
         except FileExistsError:
-            try:
-                owner = json.loads(path.read_text() or "{}")
-            except (OSError, ValueError):
-                owner = {}
+            owner = read_lock(path)
             pid, host = owner.get("pid"), owner.get("host")
-            started, boot = owner.get("started"), owner.get("boot")  # absent in older locks
-            started = started if isinstance(started, int) else None
-            boot = boot if isinstance(boot, str) else None
-            if isinstance(pid, int) and (host != me["host"] or process_alive(pid, started, boot)):
+            if isinstance(pid, int) and (host != me["host"] or owner_alive(owner)):
                 since = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(owner.get("since", 0)))
                 raise RunDirError(
                     f"run directory {run_dir} is in use by process {pid} on {host} "
