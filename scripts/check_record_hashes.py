@@ -12,7 +12,6 @@ per run whose hash changed (with the keys that differ) and exits 1 if any did, e
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from pathlib import Path
 
@@ -36,10 +35,11 @@ def check_run(run_dir: Path) -> list[str]:
     from omegaconf import open_dict
 
     from ebmlab.utils.config import compose_job
+    from ebmlab.utils.jsonio import read_json
     from ebmlab.utils.rundir import _diff, identity
 
     overrides = yaml.safe_load((run_dir / ".hydra" / "overrides.yaml").read_text()) or []
-    recorded = json.loads((run_dir / "run_config.json").read_text())
+    recorded = read_json(run_dir / "run_config.json", "the run's config record")
     _, cfg = compose_job([str(o) for o in overrides])
     with open_dict(cfg):
         del cfg["hydra"]  # the job config, as the task sees it (hydra: resolves from HydraConfig)

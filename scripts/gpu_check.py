@@ -25,7 +25,6 @@ import argparse
 import concurrent.futures as futures
 import datetime as dt
 import importlib.util
-import json
 import os
 import re
 import shutil
@@ -148,8 +147,10 @@ def ebmlab_run(args, run_dir: Path, log: Path, timeout: float, device: str, env=
 
 
 def results(run_dir: Path) -> dict | None:
+    from ebmlab.utils.jsonio import field, read_json
+
     f = run_dir / "results.json"
-    return json.loads(f.read_text())["metrics"] if f.exists() else None
+    return field(read_json(f, "the run's results"), "metrics", f) if f.exists() else None
 
 
 def checkpoint_task(run_dir: Path) -> dict:

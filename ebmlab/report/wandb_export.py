@@ -15,7 +15,7 @@ from pathlib import Path
 
 import yaml
 
-from ebmlab.utils.logging import run_labels
+from ebmlab.utils.logging import FIGURE_PREFIX, run_labels
 
 MODES = ("offline", "online")
 
@@ -57,7 +57,7 @@ def log_report(experiment: str, scale: str, written: list[Path], out_dir: Path, 
                 if rows:
                     items[f"tables/{path.stem}"] = wandb.Table(columns=rows[0], data=rows[1:])
             elif path.suffix == ".png":
-                items[f"figures/{path.stem}"] = wandb.Image(str(path))
+                items[f"{FIGURE_PREFIX}{path.stem}"] = wandb.Image(str(path))
         if items:
             run.log(items)
         where = run.url if mode == "online" else str(Path(run.dir).parent)
