@@ -232,17 +232,20 @@ def run_chains(
     """
     state = sampler.init(model, x0)
     n_lp, n_g = sampler.init_cost()
-    acc, jump = 0.0, 0.0
+    accs, jumps = [], []  # per-step means, kept on the device (no host sync inside the loop)
     kept = []
     for t in range(1, n_steps + 1):
         state, info = sampler.step(model, state, gen)
         n_lp += info.n_log_prob
         n_g += info.n_grad
-        acc += float(info.accept_prob.float().mean())
-        jump += float(info.jump.float().mean())
+        if stats is not None:
+            accs.append(info.accept_prob.float().mean())
+            jumps.append(info.jump.float().mean())
         if thin is not None and t % thin == 0:
             kept.append(state.x.reshape(state.x.shape[0], -1))
     if stats is not None:
+        acc = float(torch.stack(accs).double().sum()) if accs else 0.0
+        jump = float(torch.stack(jumps).double().sum()) if jumps else 0.0
         stats.update(
             accept_rate=acc / max(n_steps, 1),
             jump=jump / max(n_steps, 1),
