@@ -6,6 +6,8 @@ SHELL := /bin/bash
 PYTHON ?= $(shell command -v python3.11 || command -v python3)
 VENV   := .venv
 PY     := $(VENV)/bin/python
+# the venv's python once made, else the system's (targets that may run before `make install`)
+PY_VENV_OR_SYSTEM = $(if $(wildcard $(PY)),$(PY),$(PYTHON))
 STAMP  := $(VENV)/.installed
 SCALE  ?= paper
 RUN    := $(PY) -m ebmlab.run
@@ -62,7 +64,7 @@ bench: $(STAMP) ## throughput benchmarks (not run by CI); results in outputs/ben
 	@for b in $(BENCH_EXTRA); do $(PY) -m benchmarks.$$b | tee outputs/bench/$$b.md || exit 1; done
 
 .PHONY: gpu-check
-GPU_PY ?= $(if $(wildcard $(PY)),$(PY),$(PYTHON))
+GPU_PY ?= $(PY_VENV_OR_SYSTEM)
 gpu-check: ## on a machine with one GPU (< 8 min): tests, kill/resume per task, GPU<->CPU resume, benchmarks -> docs/gpu/<date>-<gpu>.md (ARGS=--cpu: a dry run here)
 	$(GPU_PY) scripts/gpu_check.py $(ARGS)
 

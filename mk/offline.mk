@@ -6,11 +6,10 @@ PLATFORM ?= manylinux_2_28_x86_64
 WHEELS   ?= .whl
 EXTRAS   ?= dev
 TORCH    ?= pinned
-OFFLINE_PY = $(if $(wildcard $(PY)),$(PY),$(PYTHON))
 
 .PHONY: wheelhouse
 wheelhouse: ## every wheel an offline install needs, into WHEELS (PYVER=3.11 PLATFORM=manylinux_2_28_x86_64 EXTRAS=dev TORCH=pinned|none)
-	$(OFFLINE_PY) scripts/offline.py wheelhouse --dest $(WHEELS) --python-version $(PYVER) \
+	$(PY_VENV_OR_SYSTEM) scripts/offline.py wheelhouse --dest $(WHEELS) --python-version $(PYVER) \
 	  --platform $(PLATFORM) --extras "$(EXTRAS)" --torch $(TORCH)
 
 .PHONY: install-offline
