@@ -1,4 +1,8 @@
-"""Errors that end a run with a clear message instead of a traceback."""
+"""Errors that end a run with a clear message instead of a traceback, and the exit codes."""
+
+# success, diverged or failed, configuration or input error, unusable run directory
+# (a signal stop exits 128 + the signal's number: ebmlab.core.signals)
+EXIT_OK, EXIT_FAILED, EXIT_CONFIG, EXIT_RUNDIR = 0, 1, 2, 3
 
 
 class ConfigError(ValueError):

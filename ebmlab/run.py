@@ -40,7 +40,15 @@ from ebmlab.core.signals import (
     report_stop,
     stop_requested,
 )
-from ebmlab.errors import CheckpointError, ConfigError, DivergenceError
+from ebmlab.errors import (
+    EXIT_CONFIG,
+    EXIT_FAILED,
+    EXIT_OK,
+    EXIT_RUNDIR,
+    CheckpointError,
+    ConfigError,
+    DivergenceError,
+)
 from ebmlab.utils import rundir
 from ebmlab.utils.cache import REBUILD_ENV
 from ebmlab.utils.config import (
@@ -59,7 +67,6 @@ from ebmlab.utils.workspace import Workspace, atomic_write_text
 
 CONF_DIR = config_dir()  # conf/ of the checkout, or ebmlab/conf of an installed wheel
 GROUPS = ("task", "model", "dataset", "sampler", "learner", "logger")
-EXIT_OK, EXIT_FAILED, EXIT_CONFIG, EXIT_RUNDIR = 0, 1, 2, 3
 _STATE: dict = {"task_started": False}
 
 

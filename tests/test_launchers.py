@@ -249,3 +249,15 @@ def test_job_stopped_by_sigterm_ends_as_a_resumable_failure(tmp_path):
         143,
         "stopped at step 12 by SIGTERM; rerun the same command to resume",
     )
+
+
+def test_a_damaged_status_file_is_a_failed_job_naming_the_file(tmp_path):
+    """A truncated status.json is named as damaged (exit 3), not taken for "no outcome"."""
+    from hydra_plugins.ebmlab_launchers import launchers
+
+    (tmp_path / "status.json").write_text('{"exit_code": 2, "mess')
+    code, message = launchers.read_status(tmp_path)
+    assert code == 3 and "status.json" in message and "damaged" in message
+    (tmp_path / "status.json").write_text(json.dumps({"exit_code": 2, "message": "bad key"}))
+    assert launchers.read_status(tmp_path) == (2, "bad key")
+    assert launchers.read_status(tmp_path / "absent") is None

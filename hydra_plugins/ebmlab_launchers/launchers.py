@@ -20,7 +20,6 @@ subclasses change three things:
 
 from __future__ import annotations
 
-import json
 import os
 import re
 import signal
@@ -32,9 +31,9 @@ from hydra.core.utils import JobReturn, JobStatus
 from hydra_plugins.hydra_submitit_launcher import submitit_launcher as plugin
 from omegaconf import OmegaConf, open_dict
 
+from ebmlab.errors import EXIT_FAILED, EXIT_OK, EXIT_RUNDIR
 from ebmlab.utils import rundir
-
-EXIT_OK, EXIT_FAILED = 0, 1
+from ebmlab.utils.jsonio import CorruptFileError, read_json
 
 
 class SweepJobFailed(RuntimeError):
@@ -44,8 +43,10 @@ class SweepJobFailed(RuntimeError):
 def read_status(run_dir: Path) -> tuple[int, str] | None:
     """(exit code, message) from a job's ``status.json``; None when it has none."""
     try:
-        status = json.loads((run_dir / "status.json").read_text())
+        status = read_json(run_dir / "status.json", "the sweep job's outcome")
         return int(status["exit_code"]), str(status.get("message", ""))
+    except CorruptFileError as e:
+        return EXIT_RUNDIR, str(e)
     except (OSError, ValueError, KeyError, TypeError):
         return None
 
