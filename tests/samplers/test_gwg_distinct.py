@@ -21,7 +21,7 @@ from tests.exactness import (
     strong_rbm,
     tv_distance,
 )
-from tests.test_run import run_inprocess
+from tests.test_run import run_stderr
 
 
 def test_ordered_sequence_probabilities_sum_to_one():
@@ -70,7 +70,7 @@ def test_even_flips_need_the_single_flip_mixture(bad):
 
 def test_even_flips_without_mixture_fail_before_compute(tmp_path, capsys, monkeypatch):
     argv = ["experiment=dlp/fig3_ising_sampling", "sampler=gwg_distinct"]
-    code, err = run_inprocess([*argv, "sampler.single_flip_prob=0"], tmp_path, capsys, monkeypatch)
+    code, err = run_stderr([*argv, "sampler.single_flip_prob=0"], tmp_path, capsys, monkeypatch)
     assert code == 2, err
     assert "sampler.single_flip_prob" in err and "parity" in err and "Traceback" not in err
     assert not (tmp_path / "run" / "checkpoints").exists()
