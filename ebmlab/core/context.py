@@ -24,7 +24,8 @@ from ebmlab.utils.provenance import code_version
 from ebmlab.utils.seeding import restore_generator
 from ebmlab.utils.workspace import Workspace, atomic_write_text
 
-FAULT_ENV = "EBMLAB_FAULT_KILL_AT_STEP"  # test hook: SIGKILL the process after this step
+FAULT_ENV = "EBMLAB_FAULT_KILL_AT_STEP"  # test hook: signal the process after this step
+FAULT_SIGNAL_ENV = "EBMLAB_FAULT_SIGNAL"  # which signal (default SIGKILL), e.g. SIGUSR2
 
 
 def _cpu_and_wall() -> tuple[float, float]:
@@ -214,11 +215,12 @@ class RunContext:
         return state
 
     def maybe_fault(self, step: int) -> None:
-        """Fault injection for the resume test: SIGKILL after ``step`` if asked by env var."""
+        """Fault injection for the resume and signal tests: after ``step`` (env var), send this
+        process SIGKILL (or the signal named by ``EBMLAB_FAULT_SIGNAL``), once per run dir."""
         at = os.environ.get(FAULT_ENV)
         if at is not None and int(at) == step and not (self.run_dir / ".fault_done").exists():
             (self.run_dir / ".fault_done").touch()
-            os.kill(os.getpid(), signal.SIGKILL)
+            os.kill(os.getpid(), getattr(signal, os.environ.get(FAULT_SIGNAL_ENV, "SIGKILL")))
 
     # ---- outputs ----------------------------------------------------------------------
     def log(self, metrics: dict, step: int) -> None:
