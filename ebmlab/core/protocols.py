@@ -54,11 +54,16 @@ class Kernel(Protocol):
 
 @runtime_checkable
 class Adaptation(Protocol):
-    """Burn-in adaptation of a kernel's parameters (AB's (sigma, alpha) and W, ACS tuning).
+    """Warm-up that tunes a kernel's parameters (AB's (sigma, alpha) and W, ACS's Algorithm 2,
+    acceptance-rate tuning), BlackJAX style: its result is a fixed-parameter kernel.
 
-    ``step`` advances the chains AND updates the parameters; ``done`` says when the
-    adaptation budget is spent; ``frozen()`` returns the kernel with the final
-    parameters fixed, which is then run as an ordinary (exact) kernel.
+    ``step`` advances the chains AND updates the parameters; ``done`` says when the budget
+    is spent (it may be True from the start: nothing to adapt). ``frozen()``, called once
+    after ``done``, returns the kernel with the adapted parameters fixed: an ordinary
+    (exact, where its kind is) kernel whose ``state_dict()`` holds those parameters. The
+    adaptation's own ``state_dict`` holds everything needed to continue it mid-way, or to
+    call ``frozen()`` again after it is done (a resumed run re-runs no warm-up). Only
+    :class:`ebmlab.core.chain.ChainRunner` needs to know an adaptation from a kernel.
     """
 
     def step(
@@ -73,6 +78,15 @@ class Adaptation(Protocol):
     def state_dict(self) -> dict: ...
 
     def load_state_dict(self, d: dict) -> None: ...
+
+
+@runtime_checkable
+class PlannedAdaptation(Adaptation, Protocol):
+    """An adaptation whose budget depends on the run's length (ACS: ``tune_budget_frac`` of
+    the sampling steps). The runner calls ``plan(run_steps)`` once, before any step; it
+    raises ConfigError when the budget cannot fit."""
+
+    def plan(self, run_steps: int) -> None: ...
 
 
 @runtime_checkable
