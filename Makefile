@@ -82,7 +82,7 @@ reproduce: $(STAMP) ## run (resuming) and judge the papers' claims: CLAIMS=dlp|a
 	$(REPORT) reproduce $(CLAIMS) --scale $(SCALE) --run $(if $(ARGS),--args $(ARGS)) $(if $(DRY_RUN),--dry-run)
 
 .PHONY: reproduction-report
-reproduction-report: $(STAMP) ## rewrite outputs/reproduction/*.md from the finished runs (copied to outputs/records/ first; runs none); INTO=docs/reproduction.md (with CLAIMS=all) also writes the docs index and pages from the records alone
+reproduction-report: $(STAMP) ## rewrite outputs/reproduction/*.md from the finished runs (copied to records/ first; runs none); INTO=docs/reproduction.md (with CLAIMS=all) also writes the docs index and pages from the records alone
 	$(REPORT) reproduce $(CLAIMS) --scale $(SCALE) $(if $(INTO),--into $(INTO))
 
 .PHONY: clean

@@ -1,6 +1,6 @@
 """Check that the configs in conf/ still give every recorded run its config hash.
 
-    python scripts/check_record_hashes.py [RECORDS_DIR ...]   # default: outputs/records
+    python scripts/check_record_hashes.py [RECORDS_DIR ...]   # default: records
 
 For each run directory below the given directories that holds ``.hydra/overrides.yaml`` and
 ``run_config.json``, the run's command-line overrides are composed with today's ``conf/``
@@ -51,7 +51,7 @@ def check_run(run_dir: Path) -> list[str]:
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("roots", nargs="*", type=Path, default=[REPO / "outputs" / "records"])
+    ap.add_argument("roots", nargs="*", type=Path, default=[REPO / "records"])
     a = ap.parse_args(argv)
     runs = recorded_runs(a.roots)
     changed = 0

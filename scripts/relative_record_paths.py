@@ -1,9 +1,9 @@
 """One-off (idempotent): rewrite the absolute paths of the machines that made the committed
-records (``outputs/records/**/.hydra/hydra.yaml`` and ``status.json``) as paths relative to the
+records (``records/**/.hydra/hydra.yaml`` and ``status.json``) as paths relative to the
 project, which is what the record writers store now (ebmlab/report/records.py,
 ebmlab/utils/rundir.py).
 
-    python scripts/relative_record_paths.py [outputs/records]
+    python scripts/relative_record_paths.py [records]
 """
 
 from __future__ import annotations
@@ -37,4 +37,4 @@ def main(records: Path) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main(Path(sys.argv[1] if len(sys.argv) > 1 else "outputs/records")))
+    sys.exit(main(Path(sys.argv[1] if len(sys.argv) > 1 else "records")))

@@ -610,7 +610,7 @@ def test_report_commands_name_a_damaged_file(tmp_path, name):
 
 def test_unpark_names_a_damaged_parked_file(tmp_path):
     root = tmp_path / "outputs"
-    d = root / "records" / "parked" / "runs" / "x"
+    d = root.parent / "records" / "parked" / "runs" / "x"
     d.mkdir(parents=True)
     (d / "run_config.json").write_text("{}")
     (d / "progress.json").write_text('{"step": 1')
@@ -626,11 +626,11 @@ def test_committed_parked_runs_in_the_older_layout_still_unpark_and_load(tmp_pat
     from ebmlab.report.records import parked_root, unpark_runs
     from ebmlab.utils.workspace import Workspace
 
-    parked = sorted((REPO / "outputs" / "records" / "parked").rglob("run_config.json"))
+    parked = sorted((REPO / "records" / "parked").rglob("run_config.json"))
     if not parked:
         pytest.skip("no parked run committed")
     src = parked[0].parent
-    rel = src.relative_to(REPO / "outputs" / "records" / "parked")
+    rel = src.relative_to(REPO / "records" / "parked")
     root = tmp_path / "outputs"
     shutil.copytree(src, parked_root(root) / rel)
     assert unpark_runs(root) == [rel]

@@ -54,8 +54,8 @@ def test_no_tracked_file_names_a_machine_path():
 
 def test_records_and_status_store_project_relative_paths(tmp_path, monkeypatch):
     """The writers: a failed job's status.json (rundir.write_status) and a run's files copied
-    into outputs/records/ (records._copy, for archive and park) name paths relative to the
-    project that holds outputs/."""
+    into records/ (records._copy, for archive and park) name paths relative to the
+    project that holds records/ and outputs/."""
     from ebmlab.report import records
     from ebmlab.utils import rundir
 
@@ -67,13 +67,12 @@ def test_records_and_status_store_project_relative_paths(tmp_path, monkeypatch):
     hydra_yaml.parent.mkdir(parents=True)
     hydra_yaml.write_text(f"    cwd: {project}\n    - path: {project}/conf\n")
     for name in ("status.json", ".hydra/hydra.yaml"):
-        out = project / "outputs" / "records" / run_dir.relative_to(project / "outputs") / name
+        out = project / "records" / run_dir.relative_to(project / "outputs") / name
         assert records._copy(run_dir / name, out)
         text = out.read_text()
         assert not machine_paths(text) and str(tmp_path) not in text, text
     rel = "outputs/multirun/grbm/fig1_gmm/paper/seed=0"
     assert (
-        f"checkpoint is {rel}/ckpt"
-        in (project / "outputs" / "records" / rel[8:] / "status.json").read_text()
+        f"checkpoint is {rel}/ckpt" in (project / "records" / rel[8:] / "status.json").read_text()
     )
     assert "cwd: .\n" in out.read_text() and "- path: conf\n" in out.read_text()

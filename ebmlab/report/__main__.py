@@ -145,12 +145,12 @@ def main(argv=None) -> None:
     c.add_argument(
         "--records-only",
         action="store_true",
-        help="judge on the records in <root>/records/ alone (ignore live run directories; "
-        "archive nothing): what a clean checkout gives",
+        help="judge on the committed records (records/ beside <root>) alone (ignore live run "
+        "directories; archive nothing): what a clean checkout gives",
     )
     c.set_defaults(fn=_reproduce)
     for name, what in (
-        ("park", "keep every unfinished run's checkpoint in outputs/records/parked/"),
+        ("park", "keep every unfinished run's checkpoint in records/parked/"),
         ("unpark", "put the parked runs back, for their commands to resume"),
     ):
         k = sub.add_parser(name, help=what)

@@ -230,7 +230,8 @@ def lint_paper(paper: str, runs_of=None, flags=None) -> list[str]:
 
 
 def recorded_runs(root: Path, scale: str = "paper"):
-    """claim -> its runs in ``<root>/records`` (what a clean checkout judges): the seeds rule."""
+    """claim -> its runs in the committed records (``records/`` beside ``root``; what a clean
+    checkout judges): the seeds rule."""
     from ebmlab.report.records import bench_name, bench_recorded, collect_recorded
     from ebmlab.report.reproduce import claim_experiments, claim_runs
 

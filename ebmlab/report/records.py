@@ -1,7 +1,8 @@
 """The committed record of finished runs, and parked unfinished runs.
 
 Run directories live under ``outputs/`` and are not committed: a fresh clone, or a machine
-that lost its disk, has none of them. ``outputs/records/`` keeps, for every finished run a
+that lost its disk, has none of them. ``records/`` (at the project's top, beside ``outputs/``)
+keeps, for every finished run a
 report judged, the few files a verdict is computed from (``results.json``, the resolved
 config, the command-line overrides, and the metric log that curves and first crossings are
 read from), mirroring the run's path, plus the benchmark JSONs the claims read. It is small
@@ -59,7 +60,9 @@ PATH_FILES = ("hydra.yaml", "status.json")  # may name absolute paths of the mac
 
 
 def records_root(root: Path) -> Path:
-    return Path(root) / "records"
+    """The committed records of the runs under ``root`` (``outputs``): ``records/`` beside it,
+    at the top of the project that holds both."""
+    return Path(root).parent / "records"
 
 
 def parked_root(root: Path) -> Path:
@@ -69,11 +72,12 @@ def parked_root(root: Path) -> Path:
 def _copy(src: Path, out: Path) -> bool:
     """Copy ``src`` to ``out`` atomically unless ``out`` already holds the same bytes; True if
     it was copied. Into the records, the files that name paths (:data:`PATH_FILES`) name them
-    relative to the project (the folder holding ``outputs/``), not as this machine's."""
+    relative to the project (the folder holding ``records/`` and ``outputs/``), not as this
+    machine's."""
     data = src.read_bytes()
     records = next((p for p in out.parents if p.name == "records"), None)
     if src.name in PATH_FILES and records is not None:
-        data = project_relative(data.decode(), records.parent.resolve().parent).encode()
+        data = project_relative(data.decode(), records.parent.resolve()).encode()
     if out.exists() and out.read_bytes() == data:
         return False
     out.parent.mkdir(parents=True, exist_ok=True)
@@ -92,9 +96,9 @@ def _run_dirs(root: Path, experiment: str, scale: str) -> list[Path]:
 
 def archive_runs(root: Path, experiment: str, scale: str) -> int:
     """Copy the record files of every finished run of ``experiment`` at ``scale`` (sweep jobs
-    and single runs) into ``<root>/records/``, at the run's own relative path, and the
-    ``status.json`` of every job that failed (its message is a result too). Returns how many
-    runs were new or changed."""
+    and single runs) into the records (:func:`records_root`), at the run's own relative path,
+    and the ``status.json`` of every job that failed (its message is a result too). Returns how
+    many runs were new or changed."""
     root = Path(root)
     changed = 0
     for here in _run_dirs(root, experiment, scale):
@@ -206,7 +210,7 @@ def _copy_run(src: Path, dest: Path, tries: int = 10) -> None:
 
 def park_runs(root: Path) -> list[Path]:
     """Copy the resumable state (:data:`PARK_FILES`) of every unfinished run under
-    ``<root>/runs`` and ``<root>/multirun`` that has a checkpoint into ``<root>/records/parked/``
+    ``<root>/runs`` and ``<root>/multirun`` that has a checkpoint into ``records/parked/``
     at the run's relative path, and drop the parked copies of runs that have since finished.
     Returns the runs parked (relative to ``root``)."""
     root = Path(root)

@@ -17,7 +17,7 @@ import yaml
 from ebmlab.utils.rundir import NON_IDENTITY_KEYS, config_hash
 from tests.helpers import REPO, run_cli
 
-RECORDS = REPO / "outputs" / "records"
+RECORDS = REPO / "records"
 
 
 def _checker():

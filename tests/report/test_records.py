@@ -1,4 +1,4 @@
-"""The committed run records (outputs/records/): every verdict recomputes from them."""
+"""The committed run records (records/, beside outputs/): every verdict recomputes from them."""
 
 import hashlib
 import json
@@ -13,6 +13,7 @@ from ebmlab.report.records import (
     archive_runs,
     bench_recorded,
     collect_recorded,
+    records_root,
 )
 from ebmlab.report.reproduce import write_report
 from ebmlab.report.spec import sweep_dir
@@ -43,66 +44,67 @@ def _rows(text):
     return {ln.split("`")[1]: ln for ln in text.splitlines() if ln.startswith("| `")}
 
 
-def test_a_recorded_run_is_judged_after_its_run_directory_is_gone(tmp_path):
-    run_dir = _finished_run(tmp_path, ISO, 3)
-    assert archive_runs(tmp_path, EXP, "paper") == 1
-    assert archive_runs(tmp_path, EXP, "paper") == 0  # unchanged: nothing copied again
-    kept = tmp_path / "records" / run_dir.relative_to(tmp_path)
+def test_a_recorded_run_is_judged_after_its_run_directory_is_gone(root):
+    run_dir = _finished_run(root, ISO, 3)
+    assert archive_runs(root, EXP, "paper") == 1
+    assert archive_runs(root, EXP, "paper") == 0  # unchanged: nothing copied again
+    kept = records_root(root) / run_dir.relative_to(root)
+    assert kept.is_relative_to(root.parent / "records")  # beside outputs/, not inside it
     assert sorted(p.name for p in kept.rglob("*") if p.is_file()) == [
         "metrics.jsonl",  # the curve, for the figures and first crossings of a fresh clone
         "overrides.yaml",
         "results.json",
         "run_config.json",
     ]
-    live = write_report("grbm", "paper", tmp_path, tmp_path / "a").read_text()
-    shutil.rmtree(tmp_path / "multirun")
-    again = write_report("grbm", "paper", tmp_path, tmp_path / "b").read_text()
+    live = write_report("grbm", "paper", root, root / "a").read_text()
+    shutil.rmtree(root / "multirun")
+    again = write_report("grbm", "paper", root, root / "b").read_text()
     row = _rows(again)["grbm-fig1-iso-gibbs-all-modes"]
     assert "measured, not judged: reproduced" in row and "3 (n=1)" in row  # (claim excluded)
     assert _rows(live)["grbm-fig1-iso-gibbs-all-modes"].split("|")[:7] == row.split("|")[:7]
     assert "1 finished runs" in again and "1 of them from their records" in again
 
 
-def test_a_failed_job_is_recorded_and_named_after_its_directory_is_gone(tmp_path):
+def test_a_failed_job_is_recorded_and_named_after_its_directory_is_gone(root):
     name = "dataset=gmm_iso,grbm_gmm_setting=langevin_wo_adjust,learner.n_epochs=5000"
-    d = sweep_dir(tmp_path, EXP, "paper") / name
+    d = sweep_dir(root, EXP, "paper") / name
     (d / ".hydra").mkdir(parents=True)
     (d / ".hydra" / "overrides.yaml").write_text(yaml.safe_dump(name.split(",")))
     status = {"exit_code": 1, "message": "training diverged at step 16665"}
     (d / "status.json").write_text(json.dumps(status))
-    assert archive_runs(tmp_path, EXP, "paper") == 1
-    shutil.rmtree(tmp_path / "multirun")
-    text = write_report("grbm", "paper", tmp_path, tmp_path / "r").read_text()
+    assert archive_runs(root, EXP, "paper") == 1
+    shutil.rmtree(root / "multirun")
+    text = write_report("grbm", "paper", root, root / "r").read_text()
     row = _rows(text)["grbm-fig1-iso-langevin-wo-adjust-collapses"]
     assert "**not run**" in row and f"the run {name} failed: training diverged at step 16665" in row
 
 
-def test_a_live_run_wins_over_its_record(tmp_path):
-    run_dir = _finished_run(tmp_path, ISO, 3)
-    archive_runs(tmp_path, EXP, "paper")
+def test_a_live_run_wins_over_its_record(root):
+    run_dir = _finished_run(root, ISO, 3)
+    archive_runs(root, EXP, "paper")
     res = json.loads((run_dir / "results.json").read_text())
     res["metrics"]["sample_modes_covered"] = 2
     (run_dir / "results.json").write_text(json.dumps(res))
-    runs = collect_recorded(tmp_path, EXP, "paper")
+    runs = collect_recorded(root, EXP, "paper")
     assert [r["metrics"]["sample_modes_covered"] for r in runs] == [2]
 
 
-def test_a_benchmark_json_is_read_from_its_record_when_the_live_one_is_gone(tmp_path):
-    (tmp_path / "bench").mkdir()
-    (tmp_path / "bench" / "ratio_matching.json").write_text(
+def test_a_benchmark_json_is_read_from_its_record_when_the_live_one_is_gone(root):
+    (root / "bench").mkdir(parents=True)
+    (root / "bench" / "ratio_matching.json").write_text(
         json.dumps({"rows": [{"method": "rm", "round": 0, "time_s": 1.0}]})
     )
-    archive_bench(tmp_path, "ratio_matching")
-    (tmp_path / "bench" / "ratio_matching.json").unlink()
-    assert [r["metrics"]["time_s"] for r in bench_recorded(tmp_path, "ratio_matching")] == [1.0]
+    archive_bench(root, "ratio_matching")
+    (root / "bench" / "ratio_matching.json").unlink()
+    assert [r["metrics"]["time_s"] for r in bench_recorded(root, "ratio_matching")] == [1.0]
 
 
-def test_a_claim_whose_runs_are_gone_is_not_run_and_names_its_sweep(tmp_path):
+def test_a_claim_whose_runs_are_gone_is_not_run_and_names_its_sweep(root):
     """No verdict outlives its runs: a claim with runs neither here nor on record is 'not
     run' and says which sweep produces them (no carried-over rows, issue 41)."""
     name = "dataset=gmm_aniso,grbm_gmm_setting=gibbs,learner.n_epochs=5000"
-    _finished_run(tmp_path, name, 1)
-    text = write_report("grbm", "paper", tmp_path, tmp_path / "r").read_text()
+    _finished_run(root, name, 1)
+    text = write_report("grbm", "paper", root, root / "r").read_text()
     rows = _rows(text)
     assert "carried" not in text
     row = rows["grbm-fig1-iso-gibbs-in-modes"]
@@ -116,38 +118,38 @@ def test_a_claim_whose_runs_are_gone_is_not_run_and_names_its_sweep(tmp_path):
     assert "**not run**" in needs and "to run it" not in needs
 
 
-def test_records_only_ignores_live_runs_and_archives_nothing(tmp_path):
+def test_records_only_ignores_live_runs_and_archives_nothing(root):
     """``--records-only`` judges what a clean checkout holds: a finished run that is only in
     the live sweep directory is not seen and not copied."""
     from ebmlab.report.reproduce import reproduce
 
-    _finished_run(tmp_path, ISO, 3)
-    reproduce("grbm", "paper", tmp_path, tmp_path / "a", False, [], [], records_only=True)
-    assert not (tmp_path / "records").exists()
-    assert "3 (n=1)" not in (tmp_path / "a" / "grbm.md").read_text()
-    reproduce("grbm", "paper", tmp_path, tmp_path / "b", False, [], [])  # archives, then judges
-    assert "3 (n=1)" in (tmp_path / "b" / "grbm.md").read_text()
-    shutil.rmtree(sweep_dir(tmp_path, EXP, "paper"))
-    reproduce("grbm", "paper", tmp_path, tmp_path / "c", False, [], [], records_only=True)
-    assert "3 (n=1)" in (tmp_path / "c" / "grbm.md").read_text()
+    _finished_run(root, ISO, 3)
+    reproduce("grbm", "paper", root, root / "a", False, [], [], records_only=True)
+    assert not records_root(root).exists()
+    assert "3 (n=1)" not in (root / "a" / "grbm.md").read_text()
+    reproduce("grbm", "paper", root, root / "b", False, [], [])  # archives, then judges
+    assert "3 (n=1)" in (root / "b" / "grbm.md").read_text()
+    shutil.rmtree(sweep_dir(root, EXP, "paper"))
+    reproduce("grbm", "paper", root, root / "c", False, [], [], records_only=True)
+    assert "3 (n=1)" in (root / "c" / "grbm.md").read_text()
 
 
-def test_a_not_reproduced_claim_without_a_finding_is_named(tmp_path, monkeypatch, capsys):
+def test_a_not_reproduced_claim_without_a_finding_is_named(root, monkeypatch, capsys):
     import ebmlab.report.reproduce as reproduce
 
     name = "dataset=gmm_aniso,grbm_gmm_setting=gibbs_langevin_wo_adjust,learner.n_epochs=5000"
-    _finished_run(tmp_path, name, 3)  # all 3 modes: "collapses to fewer modes" fails
+    _finished_run(root, name, 3)  # all 3 modes: "collapses to fewer modes" fails
     data = load_claims("grbm")
     claim = "grbm-fig1-aniso-gibbs-langevin-wo-adjust-collapses"
     assert any(c["id"] == claim for c in data["claims"])
-    write_report("grbm", "paper", tmp_path, tmp_path / "a")
+    write_report("grbm", "paper", root, root / "a")
     assert "have no `finding:`" not in capsys.readouterr().out  # the real claim explains it
     bare = {
         **data,
         "claims": [{k: v for k, v in c.items() if k != "finding"} for c in data["claims"]],
     }
     monkeypatch.setattr(reproduce, "load_claims", lambda paper: bare)
-    text = write_report("grbm", "paper", tmp_path, tmp_path / "b").read_text()
+    text = write_report("grbm", "paper", root, root / "b").read_text()
     out = capsys.readouterr().out
     assert "1 claims are not reproduced and have no `finding:`" in out
     assert claim in out.splitlines()[-1] and f"| `{claim}`" in text
@@ -191,11 +193,11 @@ def _started(d, step, n_steps=5000):
     return d
 
 
-def test_unpark_never_rolls_a_run_back_and_skips_finished_runs(tmp_path):
+def test_unpark_never_rolls_a_run_back_and_skips_finished_runs(root):
     from ebmlab.report.records import parked_root, unpark_runs
 
-    base = sweep_dir(tmp_path, EXP, "paper")
-    kept = sweep_dir(parked_root(tmp_path), EXP, "paper")
+    base = sweep_dir(root, EXP, "paper")
+    kept = sweep_dir(parked_root(root), EXP, "paper")
     _started(kept / "behind", 1000)
     _started(base / "behind", 3000)  # resumed elsewhere and further along than the parked copy
     _started(kept / "ahead", 3000)
@@ -204,28 +206,28 @@ def test_unpark_never_rolls_a_run_back_and_skips_finished_runs(tmp_path):
     _started(kept / "done", 2000)
     (base / "done").mkdir(parents=True)
     (base / "done" / "results.json").write_text("{}")
-    restored = {p.name for p in unpark_runs(tmp_path)}
+    restored = {p.name for p in unpark_runs(root)}
     assert restored == {"ahead", "lost"}
     assert (base / "ahead" / "checkpoints" / "last.pt").read_bytes() == b"step 3000"
     assert (base / "behind" / "checkpoints" / "last.pt").read_bytes() == b"step 3000"
     assert not (base / "done" / "checkpoints").exists()
 
 
-def test_a_parked_run_is_named_beside_its_claim(tmp_path):
+def test_a_parked_run_is_named_beside_its_claim(root):
     """A claim whose run is parked (not on this machine) says where it stopped and how to go
     on; once the run is back here, its live progress is named instead."""
     from ebmlab.report.records import collect_parked, parked_root, unpark_runs
 
     name = "dataset=gmm_iso,grbm_gmm_setting=langevin_w_adjust"
-    _started(sweep_dir(parked_root(tmp_path), EXP, "paper") / name, 3200)
-    (rows,) = [r["unfinished"] for r in collect_parked(tmp_path, EXP, "paper")]
+    _started(sweep_dir(parked_root(root), EXP, "paper") / name, 3200)
+    (rows,) = [r["unfinished"] for r in collect_parked(root, EXP, "paper")]
     assert rows.startswith("parked at step 3,200 of 5,000 (2026-11-24 21:00 UTC)")
-    text = write_report("grbm", "paper", tmp_path, tmp_path / "rep").read_text()
+    text = write_report("grbm", "paper", root, root / "rep").read_text()
     lines = {ln.split("`")[1]: ln for ln in text.splitlines() if ln.startswith("| `")}
     iso = lines["grbm-fig1-iso-langevin-w-adjust-in-modes"]
     assert f"the run {name} is unfinished (parked at step 3,200" in iso
-    unpark_runs(tmp_path)
-    assert collect_parked(tmp_path, EXP, "paper") == []
+    unpark_runs(root)
+    assert collect_parked(root, EXP, "paper") == []
 
 
 def test_parked_runs_are_not_git_ignored():
@@ -236,7 +238,7 @@ def test_parked_runs_are_not_git_ignored():
     repo = Path(__file__).resolve().parents[2]
     if not (repo / ".git").exists() or shutil.which("git") is None:
         pytest.skip("not a git checkout")
-    kept = "outputs/records/parked/{}/exp/paper/seed=0/checkpoints/last.pt"
+    kept = "records/parked/{}/exp/paper/seed=0/checkpoints/last.pt"
     for sub in ("multirun", "runs"):
         p = subprocess.run(["git", "check-ignore", "-q", kept.format(sub)], cwd=repo)
         assert p.returncode == 1, f"{kept.format(sub)} is git-ignored"

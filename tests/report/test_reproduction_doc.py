@@ -19,10 +19,10 @@ ABSOLUTE = re.compile(r"(?<![\w.:/])/(?:home|root|tmp|work|Users|scratch|mnt|var
 
 
 def _committed_records(dest: Path) -> None:
-    """Extract outputs/records/ as committed at HEAD (not the working tree's later archives)."""
+    """Extract records/ as committed at HEAD (not the working tree's later archives)."""
     try:
         tar = subprocess.run(
-            ["git", "archive", "HEAD", "outputs/records"],
+            ["git", "archive", "HEAD", "records"],
             cwd=REPO,
             capture_output=True,
             check=True,

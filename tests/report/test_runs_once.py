@@ -15,7 +15,7 @@ from pathlib import Path
 import yaml
 
 from ebmlab.report.__main__ import main
-from ebmlab.report.records import collect_recorded
+from ebmlab.report.records import collect_recorded, records_root
 from ebmlab.report.runs import collect
 
 EXP = "dlp/fig3_ising_sampling"
@@ -60,43 +60,43 @@ def table_rows(root: Path) -> dict[str, list[str]]:
     return {r[0].strip(): [c.strip() for c in r[1:]] for r in rows}
 
 
-def test_a_run_repeated_under_another_directory_name_counts_once(tmp_path):
-    readme_sequence(tmp_path)
-    runs = collect(tmp_path / "multirun" / EXP / "smoke")
+def test_a_run_repeated_under_another_directory_name_counts_once(root):
+    readme_sequence(root)
+    runs = collect(root / "multirun" / EXP / "smoke")
     assert sorted(r["seed"] for r in runs) == [0, 1]
-    gwg = table_rows(tmp_path)["gwg"]
+    gwg = table_rows(root)["gwg"]
     assert gwg[0] == "2", "n counts seeds 0 and 1 once each"
     assert gwg[1] == "-4.5 ± 0.71", "the spread of two runs, not of three with one repeated"
 
 
-def test_a_single_run_appears_in_its_table_and_counts_once(tmp_path):
-    readme_sequence(tmp_path)
-    single = tmp_path / "runs"
+def test_a_single_run_appears_in_its_table_and_counts_once(root):
+    readme_sequence(root)
+    single = root / "runs"
     fake_run(single, "sampler=dmala", "dmala", 0, ["sampler=dmala"])  # only run alone
     fake_run(single, "seed=2", "gwg", 2, ["seed=2"])  # a third seed of the sweep's sampler
     fake_run(single, "default", "gwg", 0, [])  # the sweep's seed 0 once more
-    rows = table_rows(tmp_path)
+    rows = table_rows(root)
     assert rows["dmala"][:2] == ["1", "-7"]
     assert rows["gwg"][:2] == ["3", "-5 ± 1"]
 
 
-def test_a_record_of_a_run_also_here_counts_once(tmp_path):
-    """A run both on this machine and in outputs/records/ (under another name) counts once;
+def test_a_record_of_a_run_also_here_counts_once(root):
+    """A run both on this machine and in records/ (under another name) counts once;
     a recorded run that is not here still counts."""
-    readme_sequence(tmp_path)
-    kept = tmp_path / "records" / "multirun"
+    readme_sequence(root)
+    kept = records_root(root) / "multirun"
     fake_run(kept, "sampler=gwg,seed=1,logger=none", "gwg", 1, ["sampler=gwg", "seed=1"])
     fake_run(kept, "sampler=gwg,seed=2", "gwg", 2, ["sampler=gwg", "seed=2"])
-    runs = collect_recorded(tmp_path, EXP, "smoke")
+    runs = collect_recorded(root, EXP, "smoke")
     assert sorted(r["seed"] for r in runs) == [0, 1, 2]
-    assert table_rows(tmp_path)["gwg"][:2] == ["3", "-5 ± 1"]
+    assert table_rows(root)["gwg"][:2] == ["3", "-5 ± 1"]
 
 
-def test_an_ad_hoc_table_of_several_directories_counts_each_run_once(tmp_path):
+def test_an_ad_hoc_table_of_several_directories_counts_each_run_once(root):
     """``report runs DIR DIR ...``: the same run in two of the directories counts once."""
-    readme_sequence(tmp_path)
-    fake_run(tmp_path / "runs", "default", "gwg", 0, [])
-    dirs = [str(tmp_path / sub / EXP / "smoke") for sub in ("multirun", "runs")]
-    out = tmp_path / "adhoc"
+    readme_sequence(root)
+    fake_run(root / "runs", "default", "gwg", 0, [])
+    dirs = [str(root / sub / EXP / "smoke") for sub in ("multirun", "runs")]
+    out = root / "adhoc"
     main(["runs", *dirs, "--group", "sampler", "--metrics", "log_rmse", "--out", str(out)])
     assert "| gwg | 2 | -4.5 ± 0.71 |" in out.with_suffix(".md").read_text()

@@ -10,7 +10,7 @@ import pytest
 import yaml
 
 from ebmlab.report.__main__ import main
-from ebmlab.report.records import archive_runs
+from ebmlab.report.records import archive_runs, records_root
 from ebmlab.report.runs import collect, cpu_share_note, key_value
 from ebmlab.report.tables import series_label
 
@@ -37,16 +37,16 @@ def fake_run(root: Path, experiment: str, scale: str, overrides: dict, metrics: 
     return d
 
 
-def test_table_of_an_experiment_with_seeds_curves_and_scale(tmp_path, capsys):
+def test_table_of_an_experiment_with_seeds_curves_and_scale(root, capsys):
     exp = "dlp/fig3_ising_sampling"
     curve = [{"step": s, "seconds": 0.1 * s, "log_rmse": -s / 10} for s in (10, 20, 30)]
     for seed, v in ((0, -5.0), (1, -6.0)):
-        fake_run(tmp_path, exp, "smoke", {"sampler": "dmala", "seed": seed}, {"log_rmse": v},
+        fake_run(root, exp, "smoke", {"sampler": "dmala", "seed": seed}, {"log_rmse": v},
                  curve=curve)  # fmt: skip
-    fake_run(tmp_path, exp, "smoke", {"sampler": "gwg"}, {"log_rmse": -4.5}, curve=curve)
-    fake_run(tmp_path, exp, "paper", {"sampler": "gwg"}, {"log_rmse": -9.0})  # other scale
-    main(["table", exp, "--scale", "smoke", "--root", str(tmp_path)])
-    out = tmp_path / "tables" / exp / "smoke"
+    fake_run(root, exp, "smoke", {"sampler": "gwg"}, {"log_rmse": -4.5}, curve=curve)
+    fake_run(root, exp, "paper", {"sampler": "gwg"}, {"log_rmse": -9.0})  # other scale
+    main(["table", exp, "--scale", "smoke", "--root", str(root)])
+    out = root / "tables" / exp / "smoke"
     md = (out / "table.md").read_text()
     assert "(smoke scale)" in md and "Scale: **smoke**. Hardware: CPU (test). Runs: 3" in md
     assert "| dmala | 2 | -5.5 ± 0.71 |" in md and "| gwg | 1 | -4.5 |" in md
@@ -55,100 +55,98 @@ def test_table_of_an_experiment_with_seeds_curves_and_scale(tmp_path, capsys):
     assert "written:" in capsys.readouterr().out
 
 
-def test_a_table_and_its_curves_are_rebuilt_from_the_records_of_a_fresh_clone(
-    tmp_path, monkeypatch
-):
+def test_a_table_and_its_curves_are_rebuilt_from_the_records_of_a_fresh_clone(root, monkeypatch):
     from ebmlab.utils import plotting
 
     drawn, draw = [], plotting.side_by_side
     monkeypatch.setattr(plotting, "side_by_side", lambda p, **kw: drawn.append(p) or draw(p, **kw))
     exp = "dlp/fig3_ising_sampling"
     curve = [{"step": s, "seconds": 0.1 * s, "log_rmse": -s / 10} for s in (10, 20, 30)]
-    fake_run(tmp_path, exp, "smoke", {"sampler": "dmala"}, {"log_rmse": -5.0}, curve=curve)
-    old = fake_run(tmp_path, exp, "smoke", {"sampler": "gwg"}, {"log_rmse": -4.5})
-    assert archive_runs(tmp_path, exp, "smoke") == 2
-    record = tmp_path / "records" / old.relative_to(tmp_path)
+    fake_run(root, exp, "smoke", {"sampler": "dmala"}, {"log_rmse": -5.0}, curve=curve)
+    old = fake_run(root, exp, "smoke", {"sampler": "gwg"}, {"log_rmse": -4.5})
+    assert archive_runs(root, exp, "smoke") == 2
+    record = records_root(root) / old.relative_to(root)
     (record / "metrics.jsonl").unlink()  # a record made before metric logs were kept
-    shutil.rmtree(tmp_path / "multirun")  # the run directories are gone
-    main(["table", exp, "--scale", "smoke", "--root", str(tmp_path)])
-    out = tmp_path / "tables" / exp / "smoke"
+    shutil.rmtree(root / "multirun")  # the run directories are gone
+    main(["table", exp, "--scale", "smoke", "--root", str(root)])
+    out = root / "tables" / exp / "smoke"
     md = (out / "table.md").read_text()
     assert "| dmala | 1 | -5 |" in md and "| gwg | 1 | -4.5 |" in md
     assert (out / "table_log_rmse.png").stat().st_size > 1000
     assert [sorted(series) for _, series, _, _ in drawn[0]] == [["dmala"], ["dmala"]]
 
 
-def test_paper_values_smoke_note_and_included_experiments(tmp_path):
+def test_paper_values_smoke_note_and_included_experiments(root):
     exp = "rmwggis/table3_ising_learning"  # its table includes dlp/fig5_ising_learning's runs
-    fake_run(tmp_path, exp, "smoke", {"learner": "rm"}, {"log_rmse": -3.1},
+    fake_run(root, exp, "smoke", {"learner": "rm"}, {"log_rmse": -3.1},
              choices={"learner": "rm", "sampler": None})  # fmt: skip
-    fake_run(tmp_path, "dlp/fig5_ising_learning", "smoke",
+    fake_run(root, "dlp/fig5_ising_learning", "smoke",
              {"sampler": "gwg", "learner.sampler_steps": 5}, {"log_rmse": -3.5},
              choices={"learner": "pcd", "sampler": "gwg"})  # fmt: skip
-    main(["table", exp, "--scale", "smoke", "--root", str(tmp_path)])
-    md = (tmp_path / "tables" / exp / "smoke" / "table.md").read_text()
+    main(["table", exp, "--scale", "smoke", "--root", str(root)])
+    md = (root / "tables" / exp / "smoke" / "table.md").read_text()
     assert "| pcd | gwg | 5 | 1 | -3.5 |" in md and "| rm | - | - | 1 | -3.1 |" in md
 
     ebm = "dlp/table1_ebm_learning"
-    fake_run(tmp_path, ebm, "smoke", {"dataset": "static_mnist", "sampler": "gwg"},
+    fake_run(root, ebm, "smoke", {"dataset": "static_mnist", "sampler": "gwg"},
              {"test_ll": -90.0})  # fmt: skip
-    main(["table", ebm, "--scale", "smoke", "--root", str(tmp_path)])
-    md = (tmp_path / "tables" / ebm / "smoke" / "table.md").read_text()
+    main(["table", ebm, "--scale", "smoke", "--root", str(root)])
+    md = (root / "tables" / ebm / "smoke" / "table.md").read_text()
     assert "smoke scale: narrow ResNet" in md  # the experiment's smoke note
     assert "paper test_ll" in md and "| gwg | static_mnist | 1 | -90 |" in md
     assert md.splitlines()[-1].split("|")[-3].strip() == "-80.01"  # DLP Table 1, GWG
 
 
-def test_where_per_and_config_keys(tmp_path):
+def test_where_per_and_config_keys(root):
     exp = "ab/tables1to5_ess"
     for target in ("grid_J0.3000", "blr"):
         for sampler in ("gibbs", "ab_trace"):
-            fake_run(tmp_path, exp, "smoke", {"ab_target": target, "sampler": sampler},
+            fake_run(root, exp, "smoke", {"ab_target": target, "sampler": sampler},
                      {"ess_n": 1.0}, config={"task": {"target": target}})  # fmt: skip
-    main(["table", exp, "--scale", "smoke", "--root", str(tmp_path)])
-    out = tmp_path / "tables" / exp / "smoke"
+    main(["table", exp, "--scale", "smoke", "--root", str(root)])
+    out = root / "tables" / exp / "smoke"
     assert sorted(p.name for p in out.glob("*.md")) == ["nonquadratic.md", "table2.md"]
     assert "blr" not in (out / "table2.md").read_text()
     nonq = (out / "nonquadratic.md").read_text()
     assert "paper sigma" in nonq and "| blr | ab_trace | 1 | 1 |" in nonq
-    run = collect(tmp_path / "multirun" / exp / "smoke")[0]
+    run = collect(root / "multirun" / exp / "smoke")[0]
     assert key_value(run, "task.target") == key_value(run, "ab_target")  # from run_config.json
     assert key_value(run, "task.nothing") == "-"
     none = {"overrides": {}, "choices": {"sampler": None}, "config": {"learner": {"s": None}}}
     assert key_value(none, "sampler") == "-" and key_value(none, "learner.s") == "-"  # not "None"
 
 
-def test_inputs_name_the_trained_model_of_each_dataset(tmp_path, capsys):
+def test_inputs_name_the_trained_model_of_each_dataset(root, capsys):
     learn = "dlp/table1_ebm_learning"
     dirs = {
-        ds: fake_run(tmp_path, learn, "smoke", {"dataset": ds, "sampler": "gwg"}, {"test_ll": 1})
+        ds: fake_run(root, learn, "smoke", {"dataset": ds, "sampler": "gwg"}, {"test_ll": 1})
         for ds in ("static_mnist", "caltech")
     }
-    fake_run(tmp_path, learn, "smoke", {"dataset": "caltech", "sampler": "dmala"}, {"test_ll": 2})
-    main(["inputs", "acs/fig5_ebm_mixing", "--scale", "smoke", "--root", str(tmp_path)])
+    fake_run(root, learn, "smoke", {"dataset": "caltech", "sampler": "dmala"}, {"test_ll": 2})
+    main(["inputs", "acs/fig5_ebm_mixing", "--scale", "smoke", "--root", str(root)])
     line = capsys.readouterr().out.strip()
     assert line == (
         f"++trained_ebm={{caltech:'{dirs['caltech']}',static_mnist:'{dirs['static_mnist']}'}}"
     )
     with pytest.raises(SystemExit, match="run that experiment first"):
-        main(["inputs", "acs/fig5_ebm_mixing", "--scale", "paper", "--root", str(tmp_path)])
+        main(["inputs", "acs/fig5_ebm_mixing", "--scale", "paper", "--root", str(root)])
 
 
-def test_no_runs_and_unknown_experiment_are_clear_errors(tmp_path):
+def test_no_runs_and_unknown_experiment_are_clear_errors(root):
     with pytest.raises(SystemExit, match="no results.json under"):
-        main(["table", "acs/fig1_toy", "--scale", "smoke", "--root", str(tmp_path)])
+        main(["table", "acs/fig1_toy", "--scale", "smoke", "--root", str(root)])
     with pytest.raises(SystemExit, match="unknown experiment 'nope'; known: ab/"):
-        main(["table", "nope", "--root", str(tmp_path)])
+        main(["table", "nope", "--root", str(root)])
 
 
-def test_adhoc_table_of_any_sweep_directory(tmp_path):
-    sweep = fake_run(tmp_path, "x", "smoke", {"sampler": "gwg"}, {"m": 2.0}).parent
-    out = tmp_path / "t" / "adhoc"
+def test_adhoc_table_of_any_sweep_directory(root):
+    sweep = fake_run(root, "x", "smoke", {"sampler": "gwg"}, {"m": 2.0}).parent
+    out = root / "t" / "adhoc"
     main(["runs", str(sweep), "--group", "sampler", "--metrics", "m", "--out", str(out)])
     assert "| gwg | 1 | 2 |" in out.with_suffix(".md").read_text()
 
 
-def test_runs_of_different_settings_never_share_a_row(tmp_path):
+def test_runs_of_different_settings_never_share_a_row(root):
     """An override that differs between runs (learner.objective on some) becomes a column;
     one that every run shares (a declared task.n_steps) and display keys do not."""
     from ebmlab.report.runs import row_keys
@@ -158,7 +156,7 @@ def test_runs_of_different_settings_never_share_a_row(tmp_path):
     cfg = {"learner": {"objective": "eq3"}}
     for seed in (0, 1):
         fake_run(
-            tmp_path,
+            root,
             exp,
             "paper",
             {"learner": "rm", "seed": seed, "task.n_iters": 50, "logger": "none"},
@@ -166,14 +164,14 @@ def test_runs_of_different_settings_never_share_a_row(tmp_path):
             config=cfg,
         )
     fake_run(
-        tmp_path,
+        root,
         exp,
         "paper",
         {"learner": "rm", "learner.objective": "hyvarinen", "seed": 0, "task.n_iters": 50},
         {"log_rmse": -4.8},
         config={"learner": {"objective": "hyvarinen"}},
     )
-    runs = collect(tmp_path / "multirun" / exp / "paper")
+    runs = collect(root / "multirun" / exp / "paper")
     assert row_keys(runs, ["learner"]) == ["learner", "learner.objective"]
     md, rows = markdown_table(runs, row_keys(runs, ["learner"]), ["log_rmse"])
     assert rows[1:] == [["rm", "eq3", "2", "-4.3 ± 0.71"], ["rm", "hyvarinen", "1", "-4.8"]]
