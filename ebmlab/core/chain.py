@@ -15,7 +15,10 @@ counted in ``steps`` and kept in ``state_dict``, so a run resumed mid-warm-up co
 adaptation where it stopped and a run resumed after it never re-runs it.
 
 Every draw comes from ``generator``, which must live on the chains' device. ``run(k)`` is the
-unit a CUDA graph captures (issue 46): it reads nothing back to the host.
+unit a CUDA graph captures (issue 46): it reads nothing back to the host. On CUDA with
+``compile: graph`` (:mod:`ebmlab.core.graphs`) the blocks of the frozen kernel are captured
+once per shape / parameter key and replayed, with the same numbers as eager steps; warm-up
+(adaptation) steps always run eagerly.
 """
 
 from __future__ import annotations
@@ -25,6 +28,7 @@ from typing import Any
 import torch
 from torch import Tensor
 
+from ebmlab.core import graphs
 from ebmlab.core.protocols import Adaptation, Kernel, PlannedAdaptation
 from ebmlab.core.state import ChainState, StepInfo
 
@@ -45,8 +49,11 @@ class ChainRunner:
         state: ChainState,
         generator: torch.Generator,
         run_steps: int | None = None,
+        capture: graphs.GraphedSteps | None | str = "auto",
     ):
         _check_device(state.x, generator)
+        # "auto": CUDA graphs on CUDA with compile: graph (core.graphs), else eager
+        self.capture = graphs.for_device(state.x.device) if capture == "auto" else capture
         self.model, self.state, self.generator = model, state, generator
         self.steps = 0  # steps taken, warm-up included
         self.adaptation: Adaptation | None = None
@@ -86,14 +93,27 @@ class ChainRunner:
     def run(self, n: int) -> dict[str, Tensor | int]:
         """``n`` steps as one block. Returns the sums over the block of the per-step scalars
         (:meth:`StepInfo.totals`: float64 tensors on the device, integer costs) and ``steps``;
-        nothing is read back to the host."""
+        nothing is read back to the host. Blocks of the frozen kernel go through the capture."""
+        if self.capture is not None and not self.adapting:
+            kernel, model, gen = self._kernel, self.model, self.generator
+            self.state, sums = self.capture.run(self._block, kernel, model, self.state, n, gen)
+            self.steps += n
+            return sums
         sums: dict[str, Tensor | int] = {}
         for _ in range(n):
-            for k, v in self.step().totals().items():
-                v = v.detach().to(torch.float64) if isinstance(v, Tensor) else v
-                sums[k] = sums[k] + v if k in sums else v
+            add_totals(sums, self.step())
         sums["steps"] = n
         return sums
+
+    def _block(self, state: ChainState, n: int) -> tuple[ChainState, dict]:
+        """``n`` steps of the frozen kernel from ``state``: what :meth:`run` does, as the
+        function a capture records (it touches nothing but its arguments and the generator)."""
+        sums: dict[str, Tensor | int] = {}
+        for _ in range(n):
+            state, info = self._kernel.step(self.model, state, self.generator)
+            add_totals(sums, info)
+        sums["steps"] = n
+        return state, sums
 
     def warm_up(self) -> int:
         """Steps until the adaptation is frozen; returns how many (0 once frozen)."""
@@ -122,6 +142,13 @@ class ChainRunner:
             self._kernel = self.adaptation.frozen() if d["frozen"] else None
         if self._kernel is not None and d["kernel"] is not None:
             self._kernel.load_state_dict(d["kernel"])
+
+
+def add_totals(sums: dict, info: StepInfo) -> None:
+    """Add one step's :meth:`StepInfo.totals` to ``sums`` (float64 on the device, ints)."""
+    for k, v in info.totals().items():
+        v = v.detach().to(torch.float64) if isinstance(v, Tensor) else v
+        sums[k] = sums[k] + v if k in sums else v
 
 
 def _check_device(x: Tensor, generator: torch.Generator) -> None:

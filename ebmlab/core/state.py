@@ -23,6 +23,21 @@ from torch import Tensor
 RESTORED = ("restored",)  # tag of an aux entry read from a checkpoint: check it before use
 
 
+class _Capturing:
+    """``depth`` > 0 while :mod:`ebmlab.core.graphs` captures or replays a block on its CPU
+    stand-in: the CPU-only shortcuts below read tensor values on the host (``bool(t.all())``),
+    which a captured block must not do, so they step aside (same numbers either way)."""
+
+    depth = 0
+
+
+CAPTURING = _Capturing()
+
+
+def _host_reads_ok(t: Tensor) -> bool:
+    return t.device.type == "cpu" and not CAPTURING.depth
+
+
 @dataclass
 class ChainState:
     """Per-chain state: ``x`` [chains, ...], ``log_prob`` [chains], ``grad`` like x or None.
@@ -72,7 +87,7 @@ class ChainState:
         tensors; neither state is modified). ``aux`` entries present in both states under
         the same tag are combined the same way, the others are dropped."""
         take = _take_rows
-        if accept.device.type == "cpu":  # all or none accepted (common): no copy at all
+        if _host_reads_ok(accept):  # all or none accepted (common): no copy at all
             if bool(accept.all()):
                 take = _take_new
             elif not bool(accept.any()):
@@ -100,7 +115,7 @@ class ChainState:
         most half of the chains
         reject, their rows are copied into the proposal's tensors in place, which moves far
         less memory than building new tensors; otherwise this is :meth:`select`."""
-        if accept.device.type != "cpu":
+        if not _host_reads_ok(accept):
             return self.select(accept, proposal)
         pairs = [(proposal.x, self.x), (proposal.log_prob, self.log_prob)]
         if self.grad is not None or proposal.grad is not None:
@@ -149,7 +164,7 @@ def _take_rows(accept: Tensor, new: Tensor, old: Tensor) -> Tensor:
     mask = accept.view(-1, *([1] * (new.dim() - 1)))
     if new.dim() < 2 or not new.is_floating_point() or new.dtype != old.dtype:
         return torch.where(mask, new, old)
-    if new.device.type != "cpu":  # where is fast there, and the check below would sync
+    if not _host_reads_ok(new):  # where is fast there, and the check below would sync
         return torch.where(mask, new, old)
     out = torch.lerp(old, new, mask.to(new.dtype))
     if not torch.isfinite(out.sum()):

@@ -217,6 +217,22 @@ class CyclicalKernel(_ACSBase):
         self.step_count += 1
         return kernel_step(model, state, generator, alpha, beta, self.mh, space)
 
+    def capture_key(self) -> tuple:
+        """What the next steps compute with besides the chains (:mod:`ebmlab.core.graphs`):
+        the schedule and the cycle position; a captured block of n steps is replayed
+        wherever the cycle stands at the same position."""
+        return (
+            tuple(self.alpha_sched),
+            tuple(self.beta_sched),
+            self.mh,
+            self.state_kind,
+            self.cycle_position,
+        )
+
+    def advance_captured(self, n: int) -> None:
+        """The Python side of n replayed steps: the cycle moves on n positions."""
+        self.step_count += n
+
     def log_proposal_at(self, k: int, model, x: Tensor, grad: Tensor, y: Tensor) -> Tensor:
         """log q(y | x) of the kernel at cycle position k (for exact-kernel tests)."""
         k = k % self.steps_per_cycle
