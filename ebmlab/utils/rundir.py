@@ -41,6 +41,7 @@ NON_IDENTITY_KEYS = (
     "when",
     "grid",
     "health",  # warnings only: they never change a number
+    "compile",  # CUDA graphs or eager: the same numbers (core.graphs)
 )
 # where caches and data live (anywhere in the config): moving a checkout or pointing
 # EBMLAB_CACHE elsewhere must not orphan its runs; the data's identity is in the other keys

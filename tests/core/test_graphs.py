@@ -262,3 +262,20 @@ def test_compile_mode_is_validated_and_only_cuda_is_graphed():
     g = graphs.for_device(torch.device("cuda"))  # builds no CUDA object until it captures
     assert isinstance(g.backend, graphs.CudaGraphBackend)
     assert _runner(SAMPLERS["DMALA"], "auto").capture is None  # CPU: eager, nothing changes
+
+
+def test_compile_is_in_the_config_but_not_in_the_run_identity():
+    """``compile`` (graph | none) gives the same numbers, so it is not part of a run's hash
+    (every recorded run keeps its hash: scripts/check_record_hashes.py)."""
+    from omegaconf import open_dict
+
+    from ebmlab.utils.config import compose_job
+    from ebmlab.utils.rundir import identity
+
+    _, cfg = compose_job(["task=ising_sampling", "model=ising", "sampler=dmala"])
+    with open_dict(cfg):
+        del cfg["hydra"]
+    assert cfg.compile == "graph"
+    before = identity(cfg)
+    cfg.compile = "none"
+    assert identity(cfg) == before and "compile" not in before["config"]
