@@ -1,6 +1,6 @@
 """One-off (idempotent): rewrite the absolute paths of the machines that made the committed
 records (``records/**/.hydra/hydra.yaml`` and ``status.json``) as paths relative to the
-project, which is what the record writers store now (ebmlab/report/records.py,
+project, which is what the record writers store now (ebmlab/runs/records.py,
 ebmlab/utils/rundir.py).
 
     python scripts/relative_record_paths.py [records]

@@ -2,7 +2,8 @@
 ebmlab/ (function-local ones included) points down `tasks -> learning -> samplers -> models ->
 leaves`, where the leaves are core, metrics, data, utils and plotting (plus the top-level
 errors.py and configs.py, which import only each other); nothing below the report imports
-`ebmlab.report`, and nothing but run.py imports `ebmlab.tasks`.
+`ebmlab.report` or `ebmlab.runs` (run directories, records, sweeps), `ebmlab.runs` never imports
+`ebmlab.report` (the report reads what it finds), and nothing but run.py imports `ebmlab.tasks`.
 
 The scan reads the source (ast), so it sees imports that a run would reach only on some path."""
 
@@ -27,10 +28,13 @@ LEVELS = {
     "errors": 0,  # ebmlab/errors.py: ConfigError and the checks, imported everywhere
     "configs": 0,  # ebmlab/configs.py: where the shipped configs are; imports only errors
 }
-# Above the layers: the entry point, the reporting wing and the test helpers may import any layer
-# (but only run.py imports tasks). "__init__" is ebmlab/__init__.py (only __version__): anyone may
-# import it.
-TOP = {"run", "report", "testing", "__init__"}
+# Above the layers: the entry point, the reporting wing (report: tables, claims, verdicts; runs:
+# run directories, records, parking, sweeps) and the test helpers may import any layer (but only
+# run.py imports tasks). "__init__" is ebmlab/__init__.py (only __version__): anyone may import it.
+TOP = {"run", "report", "runs", "testing", "__init__"}
+# Within the top: (importer, imported) groups that must not meet. The report reads the runs that
+# ebmlab.runs finds, records and launches; the runs package never reaches back into the report.
+APART = {("runs", "report")}
 
 # Known violations left in place, each with its reason: (importer, imported module).
 ALLOWED: set[tuple[str, str]] = set()
@@ -91,6 +95,8 @@ def violations() -> list[str]:
             where = f"{path.relative_to(PACKAGE.parent)}:{line}: {importer} -> {imported}"
             if target == "tasks" and importer != "ebmlab.run":
                 out.append(f"{where} (only run.py imports tasks)")
+            elif (own, target) in APART:
+                out.append(f"{where} ({own} never imports {target})")
             elif own in LEVELS and target in TOP - {"__init__"}:
                 out.append(f"{where} ({own} is below {target})")
             elif own in LEVELS and height >= LEVELS[own] > 0:
@@ -117,18 +123,23 @@ def test_the_scan_sees_function_local_and_relative_imports(tmp_path, monkeypatch
     pkg = tmp_path / "ebmlab"
     (pkg / "models").mkdir(parents=True)
     (pkg / "report").mkdir()
+    (pkg / "runs").mkdir()
     (pkg / "samplers").mkdir()
-    for d in (pkg, pkg / "models", pkg / "report", pkg / "samplers"):
+    for d in (pkg, pkg / "models", pkg / "report", pkg / "runs", pkg / "samplers"):
         (d / "__init__.py").write_text("")
     (pkg / "report" / "runs.py").write_text("")
     (pkg / "samplers" / "gibbs.py").write_text("")
     (pkg / "models" / "rbm.py").write_text(
         "def f():\n    from ebmlab.report.runs import x\n\nfrom ..samplers import gibbs\n"
     )
+    (pkg / "runs" / "records.py").write_text("from ebmlab.report.runs import x\n")
+    (pkg / "report" / "build.py").write_text("from ebmlab.runs.records import y\n")
     monkeypatch.setitem(globals(), "PACKAGE", pkg)
     found = sorted(violations())
     assert found == [
         "ebmlab/models/rbm.py:2: ebmlab.models.rbm -> ebmlab.report.runs (models is below report)",
         "ebmlab/models/rbm.py:4: ebmlab.models.rbm -> ebmlab.samplers.gibbs"
         " (samplers is not below models)",
+        "ebmlab/runs/records.py:1: ebmlab.runs.records -> ebmlab.report.runs"
+        " (runs never imports report)",
     ]

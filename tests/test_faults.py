@@ -623,7 +623,7 @@ def test_unpark_names_a_damaged_parked_file(tmp_path):
 def test_committed_parked_runs_in_the_older_layout_still_unpark_and_load(tmp_path):
     import shutil
 
-    from ebmlab.report.records import parked_root, unpark_runs
+    from ebmlab.runs.park import parked_root, unpark_runs
     from ebmlab.utils.workspace import Workspace
 
     parked = sorted((REPO / "records" / "parked").rglob("run_config.json"))

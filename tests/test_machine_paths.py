@@ -54,9 +54,9 @@ def test_no_tracked_file_names_a_machine_path():
 
 def test_records_and_status_store_project_relative_paths(tmp_path, monkeypatch):
     """The writers: a failed job's status.json (rundir.write_status) and a run's files copied
-    into records/ (records._copy, for archive and park) name paths relative to the
+    into records/ (records.copy_file, for archive and park) name paths relative to the
     project that holds records/ and outputs/."""
-    from ebmlab.report import records
+    from ebmlab.runs import records
     from ebmlab.utils import rundir
 
     project = tmp_path / "clone"
@@ -68,7 +68,7 @@ def test_records_and_status_store_project_relative_paths(tmp_path, monkeypatch):
     hydra_yaml.write_text(f"    cwd: {project}\n    - path: {project}/conf\n")
     for name in ("status.json", ".hydra/hydra.yaml"):
         out = project / "records" / run_dir.relative_to(project / "outputs") / name
-        assert records._copy(run_dir / name, out)
+        assert records.copy_file(run_dir / name, out)
         text = out.read_text()
         assert not machine_paths(text) and str(tmp_path) not in text, text
     rel = "outputs/multirun/grbm/fig1_gmm/paper/seed=0"

@@ -9,8 +9,9 @@ CSV and PNG files under ``outputs/tables/<experiment>/<scale>/``. ``python -m eb
 --help`` lists the other commands (ad-hoc tables of any sweep directory, single figures).
 """
 
-from ebmlab.report.runs import collect, group_runs, key_value, select
+from ebmlab.report.grouping import group_runs, select
 from ebmlab.report.tables import curve_figure, markdown_table, write_table
+from ebmlab.runs.rundirs import collect, key_value
 
 __all__ = [
     "collect",

@@ -3,7 +3,14 @@
 python -m ebmlab.report table EXPERIMENT [--scale paper|smoke] [--root outputs] [--wandb]
 python -m ebmlab.report runs SWEEP_DIR... --group KEY... --metrics M... --out PATH
 python -m ebmlab.report figure KIND SWEEP_DIR... --out PNG [--title T] [--set key=value]
-python -m ebmlab.report run-dirs EXPERIMENT --scale S --where k=v --key dataset --as NAME
+python -m ebmlab.report inputs EXPERIMENT [--scale S] [--root outputs]
+python -m ebmlab.report reproduce PAPER|all [--scale S] [--run [--dry-run] [--only E...]]
+    [--records-only] [--into docs/reproduction.md]
+python -m ebmlab.report park | unpark [--root outputs]
+
+The report reads and judges; what it runs and keeps on disk (``reproduce --run``: the missing
+runs of the claims; ``park`` / ``unpark``; the records ``reproduce`` archives into) is the
+work of :mod:`ebmlab.runs`, which these commands call.
 """
 
 from __future__ import annotations
@@ -18,8 +25,8 @@ from ebmlab.report import spec
 from ebmlab.report.build import build_report
 from ebmlab.report.figures import FIGURES
 from ebmlab.report.reproduce import reproduce
-from ebmlab.report.runs import collect, key_value, unique_runs
 from ebmlab.report.tables import write_table
+from ebmlab.runs.rundirs import collect, key_value, unique_runs
 from ebmlab.utils.jsonio import CorruptFileError
 
 
@@ -83,7 +90,7 @@ def _reproduce(a) -> None:
 
 
 def _park(a) -> None:
-    from ebmlab.report.records import park_runs, parked_root, unpark_runs
+    from ebmlab.runs.park import park_runs, parked_root, unpark_runs
 
     moved = park_runs(a.root) if a.cmd == "park" else unpark_runs(a.root)
     where = parked_root(a.root)
@@ -132,7 +139,11 @@ def main(argv=None) -> None:
     c.add_argument("--out", type=Path, default=Path("outputs/reproduction"))
     c.add_argument("--run", action="store_true", help="run (or resume) the claims' runs first")
     c.add_argument("--only", nargs="*", default=[], help="with --run: only these experiments")
-    c.add_argument("--dry-run", action="store_true", help="with --run: print the sweeps, run none")
+    c.add_argument(
+        "--dry-run",
+        action="store_true",
+        help="with --run: print the sweeps of the missing runs, run none",
+    )
     c.add_argument("--args", nargs="*", default=[], help="extra overrides for every run")
     c.add_argument(
         "--into",

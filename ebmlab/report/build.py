@@ -7,9 +7,10 @@ from pathlib import Path
 
 from ebmlab.report import spec
 from ebmlab.report.figures import FIGURES
-from ebmlab.report.records import collect_recorded
-from ebmlab.report.runs import key_value, select, sort_key
+from ebmlab.report.grouping import select, sort_key
 from ebmlab.report.tables import write_table
+from ebmlab.runs.records import collect_recorded
+from ebmlab.runs.rundirs import key_value
 
 
 def _runs(item: dict, experiment: str, scale: str, root: Path) -> list[dict]:

@@ -61,7 +61,7 @@ from pathlib import Path
 import yaml
 
 from ebmlab.configs import config_dir
-from ebmlab.report.runs import MISSING, key_value, logged_rows
+from ebmlab.runs.rundirs import MISSING, key_value, logged_rows, same_value
 from ebmlab.utils.rundir import NON_IDENTITY_KEYS
 
 REPO = Path(__file__).resolve().parents[2]
@@ -106,15 +106,6 @@ def load_claims(paper: str) -> dict:
                 "less_than / greater_than claim"
             )
     return data
-
-
-def same_value(actual: str, wanted) -> bool:
-    if actual == MISSING:
-        return False
-    try:
-        return math.isclose(float(actual), float(wanted), rel_tol=1e-9, abs_tol=1e-12)
-    except (TypeError, ValueError):
-        return actual == str(wanted)
 
 
 def matches(run: dict, selector: dict) -> bool:

@@ -33,11 +33,11 @@ from pathlib import Path
 
 import yaml
 
-from ebmlab.report import spec
+from ebmlab.configs import config_dir
 from ebmlab.report.claims import CLAIMS_DIR, collect_metric, load_claims, papers, value_tolerance
 
 REPO = Path(__file__).resolve().parents[2]
-CONF = spec.CONF  # conf/ of the checkout, or ebmlab/conf of an installed wheel
+CONF = config_dir()  # conf/ of the checkout, or ebmlab/conf of an installed wheel
 # metric name pattern -> the values a degenerate result gives
 TRIVIAL_BY_METRIC = (
     (re.compile(r"(^|_)mmd($|_)"), (0.0,)),
@@ -232,8 +232,8 @@ def lint_paper(paper: str, runs_of=None, flags=None) -> list[str]:
 def recorded_runs(root: Path, scale: str = "paper"):
     """claim -> its runs in the committed records (``records/`` beside ``root``; what a clean
     checkout judges): the seeds rule."""
-    from ebmlab.report.records import bench_name, bench_recorded, collect_recorded
     from ebmlab.report.reproduce import claim_experiments, claim_runs
+    from ebmlab.runs.records import bench_name, bench_recorded, collect_recorded
 
     cache: dict[str, list[dict]] = {}
 

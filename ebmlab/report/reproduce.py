@@ -8,9 +8,13 @@ header gives the scale and hardware, the claims file's declared deviations follo
 closing section the exact commands. A claim may carry a ``finding:`` (what an investigation
 of a non-reproduced claim established); it is printed under the table.
 
-With ``--run`` the claims' selectors become sweeps (:func:`plan`): each selector is sent to
+With ``--run`` the claims' selectors become runs (:func:`points`): each selector is sent to
 the experiment it names, and a pin the experiment runs anyway is dropped, so a claim that
-names a default never launches a second copy of a run; ``--dry-run`` prints them.
+names a default never launches a second copy of a run. The runs that have finished (here or
+in the committed records, matched by their config hash) are left out, and the rest are
+launched in as few sweeps as launch exactly them (:func:`launch_missing`, which says how many
+are recorded); ``--dry-run`` prints those sweeps. The launching itself is
+:mod:`ebmlab.runs.sweeps`'; this module reads and judges.
 """
 
 from __future__ import annotations
@@ -18,15 +22,10 @@ from __future__ import annotations
 import os
 import platform
 import re
-import subprocess
-import sys
 import time
 from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
-
-from hydra.core.hydra_config import HydraConfig
-from omegaconf import DictConfig, OmegaConf
 
 from ebmlab.report.claims import (
     NOT_REPRODUCED,
@@ -38,22 +37,21 @@ from ebmlab.report.claims import (
     load_claims,
     matches,
     papers,
-    same_value,
 )
-from ebmlab.report.records import (
-    DEVIATIONS,
+from ebmlab.report.grouping import cpu_share_note
+from ebmlab.runs.layout import experiment_exists, sweep_dir, sweep_keys
+from ebmlab.runs.park import collect_parked
+from ebmlab.runs.records import (
     archive_bench,
     archive_runs,
     bench_name,
     bench_recorded,
-    collect_parked,
     collect_recorded,
     failed_recorded,
     records_root,
 )
-from ebmlab.report.runs import collect_unfinished, cpu_share_note
-from ebmlab.report.spec import experiment_exists, sweep_dir, sweep_keys
-from ebmlab.utils.config import compose_job
+from ebmlab.runs.rundirs import collect_unfinished
+from ebmlab.runs.sweeps import grids, launch_grids, missing_jobs, run_sweep
 
 
 def _target(claim: dict, sel: dict) -> str:
@@ -79,85 +77,25 @@ def selectors(claim: dict) -> list[dict]:
     return sels
 
 
-class Defaults:
-    """What an experiment runs with when a key is not given: the composed config (with its
-    per-choice settings of conf/when/ applied) for a set of command-line pins, cached per pin
-    set."""
-
-    def __init__(self, experiment: str, scale: str):
-        self.experiment, self.scale = experiment, scale
-        self._cache: dict[frozenset, tuple[dict, DictConfig]] = {}
-
-    def _composed(self, pins: dict) -> tuple[dict, DictConfig]:
-        key = frozenset((k, str(v)) for k, v in pins.items())
-        if key not in self._cache:
-            pins_ = [f"{k}={v}" for k, v in pins.items()]
-            self._cache[key] = compose_job(
-                [f"experiment={self.experiment}", f"scale={self.scale}", *pins_]
-            )
-        return self._cache[key]
-
-    def is_default(self, key: str, value, pins: dict) -> bool:
-        """Whether ``key=value`` is what the experiment runs anyway given the other ``pins``."""
-        choices, cfg = self._composed(pins)
-        if key in choices:
-            return str(choices[key]) == str(value)
-        HydraConfig.instance().set_config(cfg)
-        node = OmegaConf.select(cfg, key, default=None, throw_on_resolution_failure=False)
-        return node is not None and not OmegaConf.is_config(node) and same_value(str(node), value)
-
-
-def plan(claims: list[dict], experiment: str, scale: str) -> list[dict[str, list]]:
-    """The sweeps that produce exactly the runs the claims select in ``experiment``, each a
-    grid (key -> values) whose every point is wanted.
-
-    A pinned key that the experiment does not sweep and whose value it runs anyway (its
-    default after its per-choice settings in conf/when/) is dropped, so that a selector
-    naming a default reuses the experiment's own runs instead of launching the same run a
-    second time under another directory name. The experiment's own sweep covers the keys no
-    selector fixes.
-    """
-    swept = sweep_keys(experiment)
-    defaults = Defaults(experiment, scale)
-    points: list[dict] = []
+def points(claims: list[dict], experiment: str) -> list[dict]:
+    """The settings (key -> value) the claims' selectors want run in ``experiment``, each once
+    (claims run elsewhere or needing what ebmlab lacks want none)."""
+    out: list[dict] = []
     for c in claims:
         if c.get("run_by") or c.get("needs"):
             continue
         for sel in selectors(c):
-            if _target(c, sel) != experiment:
-                continue
             point = {k: v for k, v in sel.items() if k != "experiment"}
-            for k in sorted(point):
-                rest = {j: w for j, w in point.items() if j != k}
-                if k not in swept and defaults.is_default(k, point[k], rest):
-                    point = rest
-            if point not in points:
-                points.append(point)
-    by_keys: dict[tuple, list[dict]] = {}
-    for p in points:
-        by_keys.setdefault(tuple(sorted(p)), []).append(p)
-    return [g for keys, pts in by_keys.items() for g in _grids(list(keys), pts)]
+            if _target(c, sel) == experiment and point not in out:
+                out.append(point)
+    return out
 
 
-def _grids(keys: list[str], points: list[dict]) -> list[dict[str, list]]:
-    """Cover ``points`` (all with ``keys``) by grids with no unwanted point: one grid when
-    the points form a full product, else one grid per setting of all keys but the one with
-    the most values."""
-    values = {k: list(dict.fromkeys(p[k] for p in points)) for k in keys}
-    size = 1
-    for vs in values.values():
-        size *= len(vs)
-    if size == len(points):
-        return [values]
-    axis = max(keys, key=lambda k: len(values[k]))
-    rows: dict[tuple, dict[str, list]] = {}
-    for p in points:
-        row = rows.setdefault(
-            tuple(str(p[k]) for k in keys if k != axis),
-            {k: ([] if k == axis else [p[k]]) for k in keys},
-        )
-        row[axis].append(p[axis])
-    return list(rows.values())
+def plan(claims: list[dict], experiment: str, scale: str) -> list[dict[str, list]]:
+    """The sweeps that produce exactly the runs the claims select in ``experiment``, each a
+    grid (key -> values) whose every point is wanted; a pin the experiment runs anyway is
+    dropped (:func:`~ebmlab.runs.sweeps.launch_grids`)."""
+    return launch_grids(experiment, scale, points(claims, experiment))
 
 
 def claim_runs(claim: dict, runs_by_exp: dict[str, list[dict]]) -> list[dict]:
@@ -165,29 +103,6 @@ def claim_runs(claim: dict, runs_by_exp: dict[str, list[dict]]) -> list[dict]:
     its selectors names (``experiment: X``), so one claim can compare two experiments."""
     names = [claim["experiment"]] + [s["experiment"] for s in selectors(claim) if "experiment" in s]
     return [r for e in dict.fromkeys(names) for r in runs_by_exp[e]]
-
-
-def run_sweep(
-    experiment: str, scale: str, seeds: int, grid: dict, extra: list[str], dry_run: bool = False
-) -> int:
-    """``python -m ebmlab.run -m experiment=... scale=... <grid> seed=0,..,n-1``; finished
-    runs return at once, interrupted ones resume. Returns the sweep's exit code (with
-    ``dry_run`` the command is only printed)."""
-    pins = [f"{k}={','.join(str(v) for v in vals)}" for k, vals in grid.items()]
-    cmd = [
-        sys.executable,
-        "-m",
-        "ebmlab.run",
-        "-m",
-        f"experiment={experiment}",
-        f"scale={scale}",
-        *pins,
-        "seed=" + ",".join(str(s) for s in range(seeds)),
-        "progress=false",
-        *extra,
-    ]
-    print("+", " ".join(cmd), flush=True)
-    return 0 if dry_run else subprocess.run(cmd).returncode
 
 
 def off_protocol(claims: list[dict], runs_by_exp: dict[str, list[dict]]) -> dict[str, Counter]:
@@ -206,6 +121,9 @@ def off_protocol(claims: list[dict], runs_by_exp: dict[str, list[dict]]) -> dict
         if extra:
             out[exp] = extra
     return out
+
+
+DEVIATIONS = "Runs with settings other than the paper's"
 
 
 def _hardware(runs: list[dict]) -> str:
@@ -284,7 +202,7 @@ class Judged:
 
 def sweep_commands(claim: dict, scale: str) -> list[str]:
     """The sweeps that would produce a claim's runs: one ``python -m ebmlab.run -m`` line per
-    experiment and grid of its selectors (every point wanted, :func:`_grids`)."""
+    experiment and grid of its selectors (every point wanted, :func:`~ebmlab.runs.sweeps.grids`)."""
     seeds = ",".join(str(s) for s in range(int(claim.get("seeds", 1))))
     by_exp: dict[str, list[dict]] = {}
     for sel in selectors(claim):
@@ -298,7 +216,7 @@ def sweep_commands(claim: dict, scale: str) -> list[str]:
         for p in points:
             by_keys.setdefault(tuple(sorted(p)), []).append(p)
         for keys, pts in by_keys.items():
-            for grid in _grids(list(keys), pts):
+            for grid in grids(list(keys), pts):
                 pins = " ".join(f"{k}={','.join(str(v) for v in vs)}" for k, vs in grid.items())
                 words = ["python -m ebmlab.run -m", f"experiment={exp}", f"scale={scale}", pins]
                 out.append(" ".join(w for w in [*words, f"seed={seeds}"] if w))
@@ -618,6 +536,31 @@ def write_docs(into: Path, reports: list[PaperReport], scale: str) -> list[Path]
     return [into, *written]
 
 
+def launch_missing(
+    paper: str, scale: str, root: Path, only: list[str], extra: list[str], dry_run: bool
+) -> int:
+    """Launch (with ``dry_run``, print) the runs ``paper``'s claims want that have not finished
+    here or on record (:func:`~ebmlab.runs.sweeps.missing_jobs`), per experiment in as few
+    sweeps as launch exactly those, saying how many are recorded. Returns the worst exit code."""
+    claims = load_claims(paper)["claims"]
+    worst = 0
+    for exp, seeds in experiments(claims).items():
+        if (only and exp not in only) or not experiment_exists(exp):
+            continue  # (a claim that needs what ebmlab lacks may name no experiment)
+        wanted = points(claims, exp)
+        if not wanted:
+            continue
+        todo = missing_jobs(root, exp, scale, wanted, seeds, extra)
+        print(
+            f"{exp} ({scale}): {todo.wanted} runs wanted, {todo.done} finished or recorded, "
+            f"{todo.missing} to run" + (f" in {len(todo.sweeps)} sweep(s)" if todo.sweeps else ""),
+            flush=True,
+        )
+        for grid in todo.sweeps:
+            worst = max(worst, run_sweep(exp, scale, grid, extra, dry_run))
+    return worst
+
+
 def reproduce(
     which: str,
     scale: str,
@@ -641,12 +584,7 @@ def reproduce(
     reports = []
     for paper in names:
         if run:
-            claims = load_claims(paper)["claims"]
-            for exp, seeds in experiments(claims).items():
-                if (only and exp not in only) or not experiment_exists(exp):
-                    continue  # (a claim that needs what ebmlab lacks may name no experiment)
-                for grid in plan(claims, exp, scale):
-                    worst = max(worst, run_sweep(exp, scale, seeds, grid, extra, dry_run))
+            worst = max(worst, launch_missing(paper, scale, root, only, extra, dry_run))
         if not dry_run:
             claims = load_claims(paper)["claims"]
             if not records_only:

@@ -8,7 +8,8 @@ from pathlib import Path
 
 import numpy as np
 
-from ebmlab.report.runs import MISSING, cpu_share_note, group_runs, logged_rows, row_keys
+from ebmlab.report.grouping import cpu_share_note, group_runs, row_keys
+from ebmlab.runs.rundirs import MISSING, logged_rows
 
 
 def _fmt(values: list[float]) -> str:

@@ -43,7 +43,7 @@ from ebmlab.metrics.ais import (
 )
 from ebmlab.metrics.tempered_ais import mean_log_prob
 from ebmlab.models.rbm import BernoulliRBM
-from ebmlab.report.runs import collect
+from ebmlab.runs.rundirs import collect
 from ebmlab.tasks.rbm_learning import ais_base_logits
 from ebmlab.utils.trained_weights import load_trained_weights, resolve_checkpoint
 

@@ -36,7 +36,7 @@ from hydra.utils import instantiate
 
 from ebmlab.metrics.graph_stats import graph_mmd
 from ebmlab.models.tempered import Tempered
-from ebmlab.report.runs import collect, collect_unfinished
+from ebmlab.runs.rundirs import collect, collect_unfinished
 from ebmlab.tasks.density_modeling import gibbs_samples
 from ebmlab.tasks.graph_generation import bits_to_graphs, init_bits
 from ebmlab.utils.config import compose_job

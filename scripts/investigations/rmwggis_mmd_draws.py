@@ -17,7 +17,7 @@ from pathlib import Path
 
 from rmwggis_temperature import EXPERIMENT, evaluate
 
-from ebmlab.report.runs import collect
+from ebmlab.runs.rundirs import collect
 
 REPO = Path(__file__).resolve().parents[2]
 

@@ -31,7 +31,7 @@ from hydra.utils import instantiate
 
 from ebmlab.metrics.mmd import mmd2_linear_hamming_unbiased, mmd2_linear_hamming_unbiased_se
 from ebmlab.models.tempered import Tempered
-from ebmlab.report.runs import collect
+from ebmlab.runs.rundirs import collect
 from ebmlab.tasks.density_modeling import gibbs_samples
 from ebmlab.utils.trained_weights import load_trained_weights, resolve_checkpoint
 

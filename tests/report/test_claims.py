@@ -457,7 +457,7 @@ def test_launch_plan_sends_a_selector_to_the_experiment_it_names():
 def test_launch_grids_contain_no_point_nobody_asked_for():
     from itertools import product
 
-    from ebmlab.report.reproduce import _grids
+    from ebmlab.runs.sweeps import grids as _grids
 
     points = [{"a": 1, "b": 1}, {"a": 2, "b": 1}, {"a": 1, "b": 2}, {"a": 3, "b": 1}]
     grids = _grids(["a", "b"], points)
@@ -466,14 +466,14 @@ def test_launch_grids_contain_no_point_nobody_asked_for():
     assert _grids(["a", "b"], points[:2]) == [{"a": [1, 2], "b": [1]}]
 
 
-def test_dry_run_prints_the_sweeps_and_runs_nothing(tmp_path, capsys):
+def test_dry_run_prints_the_sweeps_and_runs_nothing(root, capsys):
     from ebmlab.report.reproduce import reproduce
 
-    code = reproduce("acs", "paper", tmp_path, tmp_path / "rep", True, ["acs/fig1_toy"], [], True)
+    code = reproduce("acs", "paper", root, root / "rep", True, ["acs/fig1_toy"], [], True)
     out = capsys.readouterr().out
     assert code == 0
     assert "experiment=acs/fig1_toy scale=paper sampler=acs,rwm,dmala,ab_1st seed=0,1,2" in out
-    assert not (tmp_path / "multirun").exists() and not (tmp_path / "rep").exists()
+    assert not (root / "multirun").exists() and not (root / "rep").exists()
 
 
 def test_launch_plan_leaves_an_initialised_hydra_as_it_was(_hydra):
@@ -488,13 +488,13 @@ def test_launch_plan_leaves_an_initialised_hydra_as_it_was(_hydra):
     compose("config", overrides=["experiment=acs/fig1_toy"])
 
 
-def test_claims_measured_by_a_benchmark_are_judged_from_its_rows(tmp_path):
+def test_claims_measured_by_a_benchmark_are_judged_from_its_rows(root):
     """`bench: ratio_matching` claims read outputs/bench/ratio_matching.json: a row's fields
     select it, its round is its seed, a failed row is left out, the command is listed."""
     import json
 
     from ebmlab.report.reproduce import write_report
-    from ebmlab.report.runs import bench_rows
+    from ebmlab.runs.rundirs import bench_rows
 
     def row(method, nb, k, cpu, mem):
         return {
@@ -512,11 +512,11 @@ def test_claims_measured_by_a_benchmark_are_judged_from_its_rows(tmp_path):
     rows += [row("rmwggis", "generic", k, 10.0, 4e8) for k in range(3)]
     rows += [row("rm", "model", k, 1.0, 1e9) for k in range(3)]  # must not count as generic
     rows += [{"dim": 2048, "method": "rmwggis", "neighbours": "model", "error": "rc -9"}]
-    (tmp_path / "bench").mkdir()
-    (tmp_path / "bench" / "ratio_matching.json").write_text(json.dumps({"rows": rows}))
-    assert len(bench_rows(tmp_path / "bench" / "ratio_matching.json")) == 9
-    assert bench_rows(tmp_path / "missing.json") == []
-    text = write_report("rmwggis", "paper", tmp_path, tmp_path / "rep").read_text()
+    (root / "bench").mkdir(parents=True)
+    (root / "bench" / "ratio_matching.json").write_text(json.dumps({"rows": rows}))
+    assert len(bench_rows(root / "bench" / "ratio_matching.json")) == 9
+    assert bench_rows(root / "missing.json") == []
+    text = write_report("rmwggis", "paper", root, root / "rep").read_text()
     speed = next(ln for ln in text.splitlines() if "`rmwggis-t5-speedup-2048`" in ln)
     assert "6.1 (61 ± 1 (n=3) / 10 ± 0 (n=3))" in speed and "**reproduced**" in speed
     memory = next(ln for ln in text.splitlines() if "`rmwggis-t5-memory-2048`" in ln)
@@ -524,21 +524,21 @@ def test_claims_measured_by_a_benchmark_are_judged_from_its_rows(tmp_path):
     assert "test CPU (2 cores)" in text.splitlines()[2]
     assert "make bench-ratio-matching" in text.split("## Commands")[1]
     # without the file: not run, with the command that measures it
-    text = write_report("rmwggis", "paper", tmp_path / "none", tmp_path / "rep2").read_text()
+    text = write_report("rmwggis", "paper", root / "none", root / "rep2").read_text()
     speed = next(ln for ln in text.splitlines() if "`rmwggis-t5-speedup-2048`" in ln)
     assert "**not run**: measured by `make bench-ratio-matching`" in speed
 
 
-def test_a_failed_run_is_named_in_the_not_run_reason(tmp_path):
+def test_a_failed_run_is_named_in_the_not_run_reason(root):
     """A sweep job that failed (status.json, no results.json) is reported beside the claims it
     was meant for, matched on the group choices it recorded or on its directory name."""
     import json
 
     from ebmlab.report.reproduce import write_report
-    from ebmlab.report.runs import collect_failed
     from ebmlab.report.spec import sweep_dir
+    from ebmlab.runs.rundirs import collect_failed
 
-    base = sweep_dir(tmp_path, "grbm/fig1_gmm", "paper")
+    base = sweep_dir(root, "grbm/fig1_gmm", "paper")
 
     def job(name, code, message, choices=None):
         d = base / name
@@ -556,7 +556,7 @@ def test_a_failed_run_is_named_in_the_not_run_reason(tmp_path):
         "training diverged at step 200",
         "out of memory",
     ]
-    text = write_report("grbm", "paper", tmp_path, tmp_path / "rep").read_text()
+    text = write_report("grbm", "paper", root, root / "rep").read_text()
     lines = {ln.split("`")[1]: ln for ln in text.splitlines() if ln.startswith("| `")}
     iso = lines["grbm-fig1-iso-langevin-w-adjust-in-modes"]
     assert "**not run**" in iso and "the run a failed: training diverged at step 200" in iso
@@ -566,7 +566,7 @@ def test_a_failed_run_is_named_in_the_not_run_reason(tmp_path):
     assert "failed" not in lines["grbm-fig1-iso-gibbs-in-modes"]
 
 
-def test_an_unfinished_run_is_named_with_its_progress(tmp_path):
+def test_an_unfinished_run_is_named_with_its_progress(root):
     """A run that started and neither finished nor failed is reported beside its claims: how
     far it got (progress.json, else its log and checkpoint) and whether its process is alive."""
     import json
@@ -574,10 +574,10 @@ def test_an_unfinished_run_is_named_with_its_progress(tmp_path):
     import socket
 
     from ebmlab.report.reproduce import write_report
-    from ebmlab.report.runs import collect_unfinished
     from ebmlab.report.spec import sweep_dir
+    from ebmlab.runs.rundirs import collect_unfinished
 
-    base = sweep_dir(tmp_path, "grbm/fig1_gmm", "paper")
+    base = sweep_dir(root, "grbm/fig1_gmm", "paper")
 
     def job(name):
         d = base / name
@@ -612,7 +612,7 @@ def test_an_unfinished_run_is_named_with_its_progress(tmp_path):
         "running now, step 3,200 of 5,000 at its last checkpoint (2026-11-23 07:40 UTC)"
     )
     assert rows[stopped.name].startswith("interrupted; its command resumes it, logged to step 2,")
-    text = write_report("grbm", "paper", tmp_path, tmp_path / "rep").read_text()
+    text = write_report("grbm", "paper", root, root / "rep").read_text()
     lines = {ln.split("`")[1]: ln for ln in text.splitlines() if ln.startswith("| `")}
     iso = lines["grbm-fig1-iso-langevin-w-adjust-in-modes"]
     assert "**not run**" in iso and f"the run {running.name} is unfinished (running now" in iso
@@ -620,12 +620,12 @@ def test_an_unfinished_run_is_named_with_its_progress(tmp_path):
     assert "is unfinished (interrupted" in lines["grbm-fig1-aniso-langevin-w-adjust-in-modes"]
 
 
-def test_a_claims_notes_are_printed_beside_its_finding(tmp_path):
+def test_a_claims_notes_are_printed_beside_its_finding(root):
     """How the paper's value or tolerance was read (`note`, `tolerance_note`) is part of the
     verdict: the report prints them with the finding, in that order, even with no runs."""
     from ebmlab.report.reproduce import write_report
 
-    text = write_report("dlp", "paper", tmp_path, tmp_path / "rep").read_text()
+    text = write_report("dlp", "paper", root, root / "rep").read_text()
     notes = text.split("## Findings, notes and declared deviations")[1].split("## Commands")[0]
     mine = [ln for ln in notes.splitlines() if ln.startswith("- `dlp-fig3-dula-similar-to-gwg`")]
     assert [ln.split("(")[1].split(")")[0] for ln in mine] == [

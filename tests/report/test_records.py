@@ -8,15 +8,15 @@ import pytest
 import yaml
 
 from ebmlab.report.claims import load_claims
-from ebmlab.report.records import (
+from ebmlab.report.reproduce import write_report
+from ebmlab.runs.layout import sweep_dir
+from ebmlab.runs.records import (
     archive_bench,
     archive_runs,
     bench_recorded,
     collect_recorded,
     records_root,
 )
-from ebmlab.report.reproduce import write_report
-from ebmlab.report.spec import sweep_dir
 
 EXP = "grbm/fig1_gmm"
 TITLE = load_claims("grbm")["paper"]
@@ -158,7 +158,7 @@ def test_a_not_reproduced_claim_without_a_finding_is_named(root, monkeypatch, ca
 def test_a_parked_run_resumes_on_a_new_machine_as_if_never_stopped(tmp_path):
     """Killed mid-run, parked, its live directory lost (a new machine), unparked and resumed:
     the same results and graphs as one uninterrupted run; once finished, its parked copy goes."""
-    from ebmlab.report.records import park_runs, parked_root, unpark_runs
+    from ebmlab.runs.park import park_runs, parked_root, unpark_runs
     from tests.helpers import assert_same_results, run_cli
     from tests.tasks.test_graph_generation import FIXTURE, TINY_GWG
 
@@ -194,7 +194,7 @@ def _started(d, step, n_steps=5000):
 
 
 def test_unpark_never_rolls_a_run_back_and_skips_finished_runs(root):
-    from ebmlab.report.records import parked_root, unpark_runs
+    from ebmlab.runs.park import parked_root, unpark_runs
 
     base = sweep_dir(root, EXP, "paper")
     kept = sweep_dir(parked_root(root), EXP, "paper")
@@ -216,7 +216,7 @@ def test_unpark_never_rolls_a_run_back_and_skips_finished_runs(root):
 def test_a_parked_run_is_named_beside_its_claim(root):
     """A claim whose run is parked (not on this machine) says where it stopped and how to go
     on; once the run is back here, its live progress is named instead."""
-    from ebmlab.report.records import collect_parked, parked_root, unpark_runs
+    from ebmlab.runs.park import collect_parked, parked_root, unpark_runs
 
     name = "dataset=gmm_iso,grbm_gmm_setting=langevin_w_adjust"
     _started(sweep_dir(parked_root(root), EXP, "paper") / name, 3200)

@@ -15,8 +15,8 @@ from pathlib import Path
 import yaml
 
 from ebmlab.report.__main__ import main
-from ebmlab.report.records import collect_recorded, records_root
-from ebmlab.report.runs import collect
+from ebmlab.runs.records import collect_recorded, records_root
+from ebmlab.runs.rundirs import collect
 
 EXP = "dlp/fig3_ising_sampling"
 # a seed's log-RMSE: the same config and seed give the same number wherever it ran

@@ -10,9 +10,10 @@ import pytest
 import yaml
 
 from ebmlab.report.__main__ import main
-from ebmlab.report.records import archive_runs, records_root
-from ebmlab.report.runs import collect, cpu_share_note, key_value
+from ebmlab.report.grouping import cpu_share_note
 from ebmlab.report.tables import series_label
+from ebmlab.runs.records import archive_runs, records_root
+from ebmlab.runs.rundirs import collect, key_value
 
 
 def fake_run(root: Path, experiment: str, scale: str, overrides: dict, metrics: dict, **kw):
@@ -149,7 +150,7 @@ def test_adhoc_table_of_any_sweep_directory(root):
 def test_runs_of_different_settings_never_share_a_row(root):
     """An override that differs between runs (learner.objective on some) becomes a column;
     one that every run shares (a declared task.n_steps) and display keys do not."""
-    from ebmlab.report.runs import row_keys
+    from ebmlab.report.grouping import row_keys
     from ebmlab.report.tables import markdown_table
 
     exp = "rmwggis/table3_ising_learning"

@@ -11,7 +11,7 @@ import torch
 
 from ebmlab.errors import ConfigError
 from ebmlab.report.figures import FIGURES
-from ebmlab.report.runs import collect
+from ebmlab.runs.rundirs import collect
 from ebmlab.tasks.multimodal_2d import grid_cells, mode_masses
 from tests.helpers import from_conf, run_cli
 

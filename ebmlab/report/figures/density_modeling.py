@@ -8,7 +8,8 @@ from pathlib import Path
 import numpy as np
 
 from ebmlab.plotting.density_modeling import imshow_density
-from ebmlab.report.runs import key_value, sort_key
+from ebmlab.report.grouping import sort_key
+from ebmlab.runs.rundirs import key_value
 
 
 def _label(run: dict, keys: list[str]) -> str:

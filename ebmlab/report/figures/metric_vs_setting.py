@@ -12,7 +12,7 @@ from pathlib import Path
 import numpy as np
 
 from ebmlab.report.claims import declared
-from ebmlab.report.runs import MISSING, key_value
+from ebmlab.runs.rundirs import MISSING, key_value
 
 
 def points(runs: list[dict], metric: str, x: str, lines: list[str]) -> dict[str, tuple]:

@@ -8,7 +8,7 @@ from pathlib import Path
 import torch
 
 from ebmlab.plotting.multimodal_2d import heatmap
-from ebmlab.report.runs import key_value
+from ebmlab.runs.rundirs import key_value
 
 SAMPLER_ORDER = ("rwm", "gibbs", "dmala", "ab_1st", "acs")  # the paper's column order
 

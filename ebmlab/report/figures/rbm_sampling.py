@@ -8,7 +8,8 @@ from pathlib import Path
 import numpy as np
 
 from ebmlab.plotting.rbm_sampling import comparison_figure
-from ebmlab.report.runs import group_runs, key_value, logged_rows
+from ebmlab.report.grouping import group_runs
+from ebmlab.runs.rundirs import key_value, logged_rows
 
 
 def sweep_figure(runs: list[dict], title: str = ""):
