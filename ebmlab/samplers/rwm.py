@@ -13,9 +13,10 @@ Sun et al. 2022b). Since the proposal is symmetric the MH ratio is p(y)/p(x).
   random walk on Z^d); proposals that leave {0..S-1}^d have target mass 0 and
   are rejected without a model evaluation.
 
-Adaptation (Robbins-Monro on log radius towards ``target_accept``) runs only
-for the first ``adapt_steps`` calls to ``step``; afterwards the radius is frozen
-and the chain is an exact MH chain.
+:class:`RWMKernel` is the kernel with a fixed radius. :class:`RWM` (``conf/sampler/rwm.yaml``)
+is its warm-up, an :class:`~ebmlab.samplers.acceptance_tuning.AcceptanceTuning` of the radius
+(Robbins-Monro on log radius towards ``target_accept``) for the first ``adapt_steps`` steps;
+its frozen kernel is an exact MH chain.
 """
 
 from __future__ import annotations
@@ -26,56 +27,31 @@ import torch
 from torch import Tensor
 
 from ebmlab.errors import check
+from ebmlab.samplers.acceptance_tuning import AcceptanceTuning
 from ebmlab.samplers.base import ChainState, Sampler, StepInfo, log_prob_only, mh_accept
 from ebmlab.samplers.spaces import BINARY, ORDINAL, state_space
 
 
-class RWM(Sampler):
-    """Random-walk Metropolis with an (optionally adapted, then frozen) radius.
-
-    radius: binary - mean number of flipped coordinates (>= 1); ordinal - std of the
-        rounded-Gaussian step per coordinate.
-    adapt_steps: number of initial steps during which the radius adapts (0 = fixed).
-    target_accept: acceptance rate the adaptation aims for (0.234, AB Sec. 5.1).
-    adapt_rate: Robbins-Monro gain c; log radius += c t^-0.6 (accept - target).
-    """
+class RWMKernel(Sampler):
+    """Random-walk Metropolis with a fixed ``radius``: binary - mean number of flipped
+    coordinates (>= 1); ordinal - std of the rounded-Gaussian step per coordinate."""
 
     needs_grad = False
-    exact = True  # once the radius is frozen (after adapt_steps)
+    exact = True
     state_spaces = (BINARY, ORDINAL)
 
-    def __init__(self, radius: float, adapt_steps: int, target_accept: float, adapt_rate: float):
+    def __init__(self, radius: float):
         check(
             isinstance(radius, (int, float)) and math.isfinite(radius) and radius > 0,
             "radius",
             f"must be a finite number > 0 (got {radius!r})",
         )
-        check(
-            isinstance(adapt_steps, int) and not isinstance(adapt_steps, bool) and adapt_steps >= 0,
-            "adapt_steps",
-            f"must be an integer >= 0 (got {adapt_steps!r})",
-        )
-        check(
-            isinstance(target_accept, (int, float)) and 0.0 < target_accept < 1.0,
-            "target_accept",
-            f"must be in (0, 1) (got {target_accept!r})",
-        )
-        check(
-            isinstance(adapt_rate, (int, float)) and math.isfinite(adapt_rate) and adapt_rate > 0,
-            "adapt_rate",
-            f"must be a finite number > 0 (got {adapt_rate!r})",
-        )
         self.radius = float(radius)
-        self.adapt_steps = adapt_steps
-        self.target_accept = float(target_accept)
-        self.adapt_rate = float(adapt_rate)
-        self.t = 0  # adaptation steps taken
 
-    @property
-    def adapting(self) -> bool:
-        return self.t < self.adapt_steps
-
-    def _bounds(self, kind: str, S: int, D: int) -> tuple[float, float]:
+    def radius_range(self, model, state: ChainState) -> tuple[float, float]:
+        """The range the warm-up keeps the radius in: [1, d - 1] flips (binary), [0.05, S]."""
+        kind, S = state_space(model, self)
+        D = state.x.reshape(state.x.shape[0], -1).shape[1]
         return (1.0, float(max(D - 1, 1))) if kind == "binary" else (0.05, float(S))
 
     def _flip_p(self, D: int) -> float:
@@ -148,12 +124,6 @@ class RWM(Sampler):
         accepted, accept_prob = mh_accept(log_ratio, generator)
         prop = ChainState(x=y_eval.reshape(shape), log_prob=lp_y)
         new = state.select(accepted, prop)
-        if self.adapting:
-            self.t += 1
-            gain = self.adapt_rate * self.t**-0.6
-            lo, hi = self._bounds(kind, S, x.shape[1])
-            log_r = math.log(self.radius) + gain * (float(accept_prob.mean()) - self.target_accept)
-            self.radius = min(max(math.exp(log_r), lo), hi)
         jump = (new.x - state.x).abs().reshape(shape[0], -1).sum(-1)
         info = StepInfo(
             accept_prob=accept_prob, accepted=accepted, jump=jump, n_log_prob=1, n_grad=0
@@ -161,8 +131,42 @@ class RWM(Sampler):
         return new, info
 
     def state_dict(self) -> dict:
-        return {"radius": self.radius, "t": self.t}
+        return {"radius": self.radius}
 
     def load_state_dict(self, d: dict) -> None:
         self.radius = float(d["radius"])
-        self.t = int(d["t"])
+
+
+class RWM(AcceptanceTuning):
+    """Random-walk Metropolis whose radius is tuned during the first ``adapt_steps`` steps
+    (0 = fixed), then frozen: an Adaptation whose frozen kernel is :class:`RWMKernel`.
+
+    radius: the starting radius (see RWMKernel).
+    target_accept: acceptance rate the adaptation aims for (0.234, AB Sec. 5.1).
+    adapt_rate: Robbins-Monro gain c; log radius += c t^-0.6 (accept - target).
+    """
+
+    needs_grad = False
+    exact = True  # the frozen kernel
+    state_spaces = (BINARY, ORDINAL)
+    model_type = None
+
+    def __init__(self, radius: float, adapt_steps: int, target_accept: float, adapt_rate: float):
+        kernel = RWMKernel(radius)
+        check(
+            isinstance(adapt_steps, int) and not isinstance(adapt_steps, bool) and adapt_steps >= 0,
+            "adapt_steps",
+            f"must be an integer >= 0 (got {adapt_steps!r})",
+        )
+        check(
+            isinstance(target_accept, (int, float)) and 0.0 < target_accept < 1.0,
+            "target_accept",
+            f"must be in (0, 1) (got {target_accept!r})",
+        )
+        check(
+            isinstance(adapt_rate, (int, float)) and math.isfinite(adapt_rate) and adapt_rate > 0,
+            "adapt_rate",
+            f"must be a finite number > 0 (got {adapt_rate!r})",
+        )
+        rate, n = float(adapt_rate), adapt_steps
+        super().__init__(kernel, float(target_accept), rate, n, "radius", kernel.radius_range)

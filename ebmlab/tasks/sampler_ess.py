@@ -16,11 +16,15 @@ of the per-chain ESS (``ess_cv``) and the fraction of chains that never moved th
 ones at their final value) and the setup statistics of the quadratic AB samplers
 (``setup_*``).
 
-Burn-in is where samplers adapt: with ``sync_burn_in`` the sampler's own adaptation window
-(``burn_in`` of AB, ``adapt_steps`` of RWM) is the task's burn-in; an Adaptation that is done
-is replaced by its frozen kernel after burn-in, so the measured chain is a fixed, exact
-kernel. ``tune_accept`` > 0 tunes the step size towards that acceptance during burn-in
-(:mod:`ebmlab.samplers.acceptance_tuning`; the paper's LB baseline: DLP tuned to 0.574).
+Burn-in is where samplers adapt: the chains advance through
+:class:`~ebmlab.core.chain.ChainRunner`, which steps an adaptation (AB's burn-in, RWM's radius,
+acceptance tuning) until it is done and its frozen kernel from then on, so the measured chain
+is a fixed, exact kernel (the AB Alg. 1 variants adapt throughout). With ``sync_burn_in`` the
+task declares its burn-in as the adaptation's warm-up (:class:`DeclaredWarmup`, e.g. AB's
+``burn_in``, RWM's ``adapt_steps``). ``tune_accept`` > 0 tunes the step size towards that
+acceptance during burn-in (:mod:`ebmlab.samplers.acceptance_tuning`; the paper's LB baseline:
+DLP tuned to 0.574). Warm-up steps are loop steps: a run resumed mid-burn-in continues the
+adaptation from its checkpoint and re-runs none of it.
 
 Chains start from independent uniform states (``init: uniform``, the paper's protocol) or,
 with ``init: run:<dir>`` (``<dir>`` a finished or interrupted sampler_ess run directory on the
@@ -33,17 +37,17 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Protocol, runtime_checkable
 
 import torch
 from torch import Tensor
 
+from ebmlab.core.chain import ChainRunner
 from ebmlab.core.loop import Cadence, LoopTask
-from ebmlab.core.protocols import BINARY, ORDINAL, Adaptation
-from ebmlab.core.state import ChainState
+from ebmlab.core.protocols import BINARY, ORDINAL, Adaptation, Kernel
 from ebmlab.errors import ConfigError, check
 from ebmlab.metrics.ess import ess_1d, ess_per_queries, hamming_to_reference
-from ebmlab.samplers.acceptance_tuning import AcceptanceTuning
-from ebmlab.samplers.base import Sampler
+from ebmlab.samplers.acceptance_tuning import AcceptanceTuning, step_size_range
 from ebmlab.utils.workspace import Workspace
 
 PARAMS = ("sigma", "alpha", "step_size", "radius")  # reported sampler parameters
@@ -78,14 +82,21 @@ def random_states(model, n: int, generator: torch.Generator, device) -> Tensor:
     return (torch.rand(shape, generator=generator, device=device) < 0.5).float()
 
 
+@runtime_checkable
+class DeclaredWarmup(Adaptation, Protocol):
+    """An adaptation whose warm-up length the task sets before the first step (AB's
+    ``burn_in``, RWM's ``adapt_steps``, acceptance tuning's steps)."""
+
+    def set_warmup(self, n_steps: int) -> None: ...
+
+
 @dataclass
 class Parts:
     model: torch.nn.Module
-    sampler: Sampler
-    adaptation: Adaptation | None  # acceptance tuning, or the sampler's own adaptation
-    tuner: AcceptanceTuning | None
+    sampler: Kernel | Adaptation  # as configured
+    tuner: AcceptanceTuning | None  # tune_accept > 0: the warm-up of ``sampler``
+    runner: ChainRunner  # advances the chains: the adaptation, then its frozen kernel
     ref: Tensor  # the Hamming reference state [d]
-    state: ChainState
     summary: Tensor  # Hamming distances after burn-in [n_steps - burn_in, chains]
     config_params: dict  # the sampler's parameters as configured
     burn_seconds: float | None = None  # the compute clock when burn-in ended
@@ -156,12 +167,13 @@ class SamplerESS(LoopTask):
                 "ising_ba, lattice_gaussian, blr, quartic_mixture, ...), not a learnable model",
             )
         sampler_cfg = ctx.cfg.sampler
-        window = {k: self.burn_in for k in ("burn_in", "adapt_steps") if k in sampler_cfg}
-        sampler = ctx.build("sampler", **(window if self.sync_burn_in else {}))
+        sampler = ctx.build("sampler")
+        if self.sync_burn_in and isinstance(sampler, DeclaredWarmup):
+            sampler.set_warmup(self.burn_in)
         tuner = None
         if self.tune_accept > 0:
-            tuner = AcceptanceTuning(sampler, self.tune_accept, self.tune_rate, self.burn_in)
-        adaptation = tuner if tuner is not None else sampler
+            args = (self.tune_accept, self.tune_rate, self.burn_in, "step_size", step_size_range)
+            tuner = AcceptanceTuning(sampler, *args)
         configured = {k: float(sampler_cfg[k]) for k in PARAMS if _is_number(sampler_cfg.get(k))}
         g, dev, n = ctx.generator, ctx.device, self.n_chains
         x0 = (
@@ -171,9 +183,9 @@ class SamplerESS(LoopTask):
         )
         ref = random_states(model, 1, torch.Generator().manual_seed(self.ref_seed), "cpu")[0]
         summary = torch.zeros(self.cad.n_steps - self.burn_in, n, dtype=torch.float32, device=dev)
-        adaptation = adaptation if isinstance(adaptation, Adaptation) else None
         state = sampler.init(model, x0)
-        return Parts(model, sampler, adaptation, tuner, ref.to(dev), state, summary, configured)
+        runner = ChainRunner(model, tuner or sampler, state, g, run_steps=self.cad.n_steps)
+        return Parts(model, sampler, tuner, runner, ref.to(dev), summary, configured)
 
     def _run_states(self, model, device) -> Tensor:
         """The chain states of the ``run:<dir>`` run's last checkpoint, checked against this
@@ -198,14 +210,13 @@ class SamplerESS(LoopTask):
         return self.cad
 
     def step(self, p: Parts, step: int, ctx) -> dict:
-        B, a = self.burn_in, p.adaptation
+        B = self.burn_in
         if step == B + 1:
             p.burn_seconds = ctx.elapsed()
-        kernel = p.sampler if a is None else (a.frozen() if step > B and a.done else a)
-        p.state, info = kernel.step(p.model, p.state, ctx.generator)
+        info = p.runner.step()
         if step <= B:
             return {"burn_in_accept_rate": info.accept_prob.float().mean()}
-        x = p.state.x.reshape(self.n_chains, -1)
+        x = p.runner.state.x.reshape(self.n_chains, -1)
         p.summary[step - B - 1] = hamming_to_reference(x[None], p.ref)[0]
         queries = info.n_log_prob + self.grad_query_cost * info.n_grad
         return {**info.totals(), "queries": queries}
@@ -220,16 +231,22 @@ class SamplerESS(LoopTask):
         return {"burn_in": float(step <= self.burn_in), **self._params(p)}
 
     def state_dict(self, p: Parts) -> dict:
-        s, tuner = p.state, p.tuner.state_dict() if p.tuner else None
-        chains = {**s.state_dict(), "summary": p.summary}
+        """The chains' state at the top level (``init: run:<dir>`` reads ``x``), the
+        sampler's state (the adaptation's, mid-warm-up or done), the tuner's and the runner's
+        step count (absent from checkpoints before issue 44: 0)."""
+        tuner = p.tuner.state_dict() if p.tuner else None
+        chains = {**p.runner.state.state_dict(), "summary": p.summary}
         sampler = {"sampler": p.sampler.state_dict(), "tuner": tuner}
-        return {**chains, **sampler, "burn_seconds": p.burn_seconds}
+        return {**chains, **sampler, "burn_seconds": p.burn_seconds, "steps": p.runner.steps}
 
     def load_state_dict(self, p: Parts, d: dict) -> None:
-        p.state = p.state.restored(d)
         p.sampler.load_state_dict(d["sampler"])
         if p.tuner:
             p.tuner.load_state_dict(d["tuner"])
+        a = p.runner.adaptation  # the runner freezes an adaptation that is done, unstepped
+        runner = {"chain": d, "adaptation": None if a is None else a.state_dict()}
+        runner |= {"steps": d.get("steps", 0), "frozen": a is None or a.done, "kernel": None}
+        p.runner.load_state_dict(runner)
         p.summary, p.burn_seconds = d["summary"].to(p.summary.device), d["burn_seconds"]
 
     def finish(self, p: Parts, history, ctx) -> dict:

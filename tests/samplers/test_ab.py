@@ -290,12 +290,12 @@ def test_burn_in_estimates_w_then_freezes():
     state = s.init(model, random_init(model, 4000, gen))
     for _ in range(59):
         state, _ = s.step(model, state, gen)
-    assert s.trick is None and s.n_pairs > 0 and s.phase is Phase.COLLECT
+    assert s.w.trick is None and s.w.n_pairs > 0 and s.phase is Phase.COLLECT
     state, _ = s.step(model, state, gen)  # W, D and the factor are computed after step 60
     assert s.phase is Phase.ADAPT
-    W, D = s.trick.W, s.trick.D
+    W, D = s.w.trick.W, s.w.trick.D
     assert torch.allclose(W, 4 * model.J, atol=1e-8)
-    assert torch.allclose(s.trick.A, W + torch.diag(D), atol=1e-12)
+    assert torch.allclose(s.w.trick.A, W + torch.diag(D), atol=1e-12)
     ref = sdp.solve_diagonal(4 * model.J, "trace")
     assert abs(float(D.sum()) - ref.objective) < 1e-3 * ref.objective
     for k in ("w_seconds", "sdp_seconds", "sqrt_seconds", "n_pairs", "sdp_rel_gap"):
@@ -310,11 +310,11 @@ def test_burn_in_estimates_w_then_freezes():
     k = s.frozen()
     assert isinstance(k, ABQuadraticKernel) and isinstance(k, Kernel) and k.exact
     tuned = (s.sigma, s.alpha, W.clone())
-    assert (k.sigma, k.alpha) == tuned[:2] and k.trick is s.trick
+    assert (k.sigma, k.alpha) == tuned[:2] and k.trick is s.w.trick
     assert 0.5 <= s.alpha < 1 and s.sigma > 0
     for _ in range(40):
         state, _ = s.step(model, state, gen)
-    assert (s.sigma, s.alpha) == tuned[:2] and torch.equal(s.trick.W, tuned[2])
+    assert (s.sigma, s.alpha) == tuned[:2] and torch.equal(s.w.trick.W, tuned[2])
     p = exact_probs(model)
     assert tv_distance(empirical_probs(state.x, model), p) <= tv_noise_floor(p, 4000)
 
@@ -465,7 +465,7 @@ def test_state_dict_resume_is_identical(target):
         st1, _ = s.step(model, st1, g1)
         st2, _ = s2.step(model, st2, g2)
     assert torch.equal(st1.x, st2.x)
-    assert (s.sigma, s.alpha) == (s2.sigma, s2.alpha) and torch.equal(s.trick.D, s2.trick.D)
+    assert (s.sigma, s.alpha) == (s2.sigma, s2.alpha) and torch.equal(s.w.trick.D, s2.w.trick.D)
 
 
 # --------------------------------------------------------------------- configuration

@@ -47,20 +47,20 @@ def test_alg1_fits_w_on_the_whole_burn_in():
     model = frustrated_ising(d=8)
     kw = {"burn_in": BURN_IN, "n_probe": N_PROBE}
     default, alg1 = from_conf("sampler/ab_shift", **kw), from_conf("sampler/ab_shift_alg1", **kw)
-    assert default.w_steps == round(0.25 * BURN_IN) and alg1.w_steps == BURN_IN
+    assert default.w.w_steps == round(0.25 * BURN_IN) and alg1.w.w_steps == BURN_IN
     gen = torch.Generator().manual_seed(1)
     state = alg1.init(model, random_init(model, 64, gen))
     for _ in range(BURN_IN - 1):
         state, _ = alg1.step(model, state, gen)
-    assert alg1.trick is None and alg1.phase is Phase.COLLECT  # still collecting pairs
+    assert alg1.w.trick is None and alg1.phase is Phase.COLLECT  # still collecting pairs
     state, _ = alg1.step(model, state, gen)
     assert alg1.phase is Phase.ADAPT and isinstance(alg1.kernel, ABQuadraticKernel)
-    assert alg1.setup_stats["n_pairs"] == alg1.n_pairs > 0
+    assert alg1.setup_stats["n_pairs"] == alg1.w.n_pairs > 0
     # pairs from all BURN_IN steps: more than the default's first quarter collects
     state = default.init(model, random_init(model, 64, gen))
     for _ in range(BURN_IN):
         state, _ = default.step(model, state, gen)
-    assert alg1.n_pairs > 2 * default.setup_stats["n_pairs"]
+    assert alg1.w.n_pairs > 2 * default.setup_stats["n_pairs"]
 
 
 def test_alg1_state_dict_resumes_the_adaptation():

@@ -10,7 +10,7 @@ import torch
 from ebmlab.core.protocols import Adaptation
 from ebmlab.core.state import ChainState, StepInfo
 from ebmlab.errors import ConfigError
-from ebmlab.samplers.acceptance_tuning import AcceptanceTuning
+from ebmlab.samplers.acceptance_tuning import AcceptanceTuning, step_size_range
 from tests.helpers import from_conf
 
 
@@ -45,7 +45,7 @@ def _steps(tuning, n, gen):
 
 def test_step_size_moves_towards_the_target_by_robbins_monro(gen):
     kernel = FixedAcceptance(1.0, accept=0.9)
-    tuning = AcceptanceTuning(kernel, target=0.574, rate=1.0, n_steps=3)
+    tuning = AcceptanceTuning(kernel, 0.574, 1.0, 3, "step_size", step_size_range)
     assert isinstance(tuning, Adaptation) and not tuning.done
     _steps(tuning, 1, gen)  # accepting too much -> bigger steps: log a += 1^-0.6 (0.9 - 0.574)
     assert kernel.step_size == pytest.approx(math.exp(0.9 - 0.574))
@@ -64,17 +64,19 @@ def test_step_size_moves_towards_the_target_by_robbins_monro(gen):
 
 def test_state_round_trip(gen):
     kernel = FixedAcceptance(0.5, accept=0.2)
-    tuning = AcceptanceTuning(kernel, 0.574, 1.0, 10)
+    tuning = AcceptanceTuning(kernel, 0.574, 1.0, 10, "step_size", step_size_range)
     _steps(tuning, 4, gen)
-    other = AcceptanceTuning(FixedAcceptance(0.5, 0.2), 0.574, 1.0, 10)
+    other = AcceptanceTuning(
+        FixedAcceptance(0.5, 0.2), 0.574, 1.0, 10, "step_size", step_size_range
+    )
     other.load_state_dict(tuning.state_dict())
     assert other.t == 4 and other.kernel.step_size == kernel.step_size
 
 
 def test_needs_a_kernel_with_a_step_size_and_a_valid_target():
     with pytest.raises(ConfigError, match="step_size"):
-        AcceptanceTuning(from_conf("sampler/gibbs"), 0.574, 1.0, 10)
+        AcceptanceTuning(from_conf("sampler/gibbs"), 0.574, 1.0, 10, "step_size", step_size_range)
     dmala = from_conf("sampler/dmala")
-    AcceptanceTuning(dmala, 0.574, 1.0, 10)
+    AcceptanceTuning(dmala, 0.574, 1.0, 10, "step_size", step_size_range)
     with pytest.raises(ConfigError, match="tune_accept"):
-        AcceptanceTuning(dmala, 1.5, 1.0, 10)
+        AcceptanceTuning(dmala, 1.5, 1.0, 10, "step_size", step_size_range)

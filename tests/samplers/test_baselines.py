@@ -20,7 +20,7 @@ from ebmlab.errors import ConfigError
 from ebmlab.models.ab_targets import LatticeGaussian
 from ebmlab.samplers.hamming_ball import HammingBall, ball_offsets, ball_size
 from ebmlab.samplers.locally_balanced import LocallyBalanced
-from ebmlab.samplers.rwm import RWM
+from ebmlab.samplers.rwm import RWM, RWMKernel
 from tests.exactness import (
     assert_exact,
     empirical_probs,
@@ -52,9 +52,11 @@ TARGETS = {
 }
 
 
-def make_rwm(**kw) -> RWM:
-    """conf/sampler/rwm.yaml without adaptation unless ``adapt_steps`` is given."""
-    return from_conf("sampler/rwm", **{"adapt_steps": 0, **kw})
+def make_rwm(**kw) -> RWMKernel:
+    """The kernel of conf/sampler/rwm.yaml with its radius fixed (no adaptation steps)."""
+    rwm = from_conf("sampler/rwm", **{"adapt_steps": 0, **kw})
+    assert rwm.done
+    return rwm.frozen()
 
 
 def make_lb(**kw) -> LocallyBalanced:
@@ -190,7 +192,7 @@ def test_ball_offsets_enumerate_the_ball():
 def test_step_samples_the_target(models, name, make, target, n_steps):
     model = models[target]
     sampler = make()
-    if isinstance(sampler, (LocallyBalanced, RWM)):  # q(y|x) is tractable: the chains
+    if isinstance(sampler, (LocallyBalanced, RWMKernel)):  # q(y|x) is tractable: the chains
         # must forget the start well below the floor
         assert kernel_marginal_tv(sampler, model, n_steps) < 2e-3
     tv, floor = sample_tv(sampler, model, n_chains=4000, n_steps=n_steps, seed=3)
@@ -296,17 +298,18 @@ def _space(model):
     return ("binary", 2) if model.state_kind == "binary" else ("ordinal", model.n_states)
 
 
-def _adapted_acceptance(model, seed: int) -> tuple[RWM, float]:
+def _adapted_acceptance(model, seed: int) -> tuple[RWMKernel, float]:
     gen = torch.Generator().manual_seed(seed)
-    rwm = make_rwm(radius=1.0, adapt_steps=400)
+    rwm = from_conf("sampler/rwm", radius=1.0, adapt_steps=400)
     stats: dict = {}
     run_chains(rwm, model, random_init(model, 200, gen), 400, gen, stats=stats)
-    assert not rwm.adapting
-    radius = rwm.radius
+    assert rwm.done and rwm.t == 400
+    kernel = rwm.frozen()
+    radius = kernel.radius
     frozen: dict = {}
-    run_chains(rwm, model, stats["final_state"].x, 200, gen, stats=frozen)
-    assert rwm.radius == radius  # frozen after adapt_steps
-    return rwm, frozen["accept_rate"]
+    run_chains(kernel, model, stats["final_state"].x, 200, gen, stats=frozen)
+    assert kernel.radius == radius  # the frozen kernel keeps it
+    return kernel, frozen["accept_rate"]
 
 
 def test_rwm_adaptation_reaches_0234_ordinal():
@@ -326,11 +329,12 @@ def test_rwm_adaptation_reaches_0234_binary():
 
 
 def test_rwm_state_dict_roundtrip():
-    a = make_rwm(radius=1.0, adapt_steps=10)
-    a.radius, a.t = 3.25, 7
-    b = make_rwm(radius=1.0, adapt_steps=10)
+    a: RWM = from_conf("sampler/rwm", radius=1.0, adapt_steps=10)
+    a.kernel.radius, a.t = 3.25, 7
+    b: RWM = from_conf("sampler/rwm", radius=1.0, adapt_steps=10)
     b.load_state_dict(a.state_dict())
-    assert (b.radius, b.t, b.adapting) == (3.25, 7, True)
+    assert a.state_dict() == {"radius": 3.25, "t": 7}  # the keys of checkpoints before 44
+    assert (b.kernel.radius, b.t, b.done) == (3.25, 7, False)
 
 
 def test_rwm_ordinal_never_evaluates_outside_the_box(gen):

@@ -4,6 +4,7 @@ burn-in, Gibbs query counts, kill and resume)."""
 
 from __future__ import annotations
 
+import json
 import math
 
 import pytest
@@ -12,7 +13,7 @@ import torch
 from ebmlab.errors import ConfigError
 from ebmlab.metrics.ess import ess_1d, ess_per_queries
 from ebmlab.utils.logging import read_metrics
-from tests.helpers import assert_same_results, from_conf, run_cli
+from tests.helpers import assert_same_results, from_conf, run_cli, run_inprocess
 
 # ---------------------------------------------------------------------------------- ESS_n
 
@@ -154,6 +155,77 @@ def test_sampler_ess_resumes_bit_for_bit_after_a_kill(tmp_path, kill_at):
     assert killed.returncode != 0 and killed.results is None
     resumed = run_cli(args, tmp_path / "kill").results
     assert_same_results(resumed, full)  # bit-identical on a CPU, docs/gpu.md's rule on CUDA
+
+
+def _count_calls(monkeypatch, counts: dict, cls, name: str, key: str) -> None:
+    f = getattr(cls, name)
+
+    def counted(self, *a, **k):
+        counts[key] += 1
+        return f(self, *a, **k)
+
+    monkeypatch.setattr(cls, name, counted)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    "sampler,kill_at,w_fits",
+    [
+        (["sampler=ab_shift", "sampler.n_probe=5"], 30, 1),  # checkpoint 20: collecting pairs
+        (["sampler=ab_shift", "sampler.n_probe=5"], 70, 0),  # checkpoint 60: W fitted at 25
+        (["sampler=dmala", "task.tune_accept=0.574"], 70, 0),  # checkpoint 60: tuning
+    ],
+    ids=["ab_collecting_pairs", "ab_adapting", "tune_accept"],
+)
+def test_sampler_ess_resumed_mid_warm_up_continues_it_and_reruns_none(
+    tmp_path, monkeypatch, sampler, kill_at, w_fits
+):
+    """Killed inside the burn-in (100 steps, checkpoints every 20): the resumed run steps the
+    adaptation only for the burn-in steps after its checkpoint, fits W at most once (only if
+    the checkpoint came before it), and every number equals the uninterrupted run's."""
+    from ebmlab.samplers.ab.adapt import ABAdaptation, BurnInW
+    from ebmlab.samplers.acceptance_tuning import AcceptanceTuning
+
+    args = [*ESS, "model.n_side=4", *sampler, *ESS_TINY, "task.checkpoint_every=20"]
+    env = {"EBMLAB_FAULT_KILL_AT_STEP": str(kill_at)}
+    killed = run_cli(args, tmp_path / "kill", env=env, check=False)
+    assert killed.returncode != 0 and killed.results is None
+    counts = {"warm_up_steps": 0, "w_fits": 0}
+    for cls in (ABAdaptation, AcceptanceTuning):
+        _count_calls(monkeypatch, counts, cls, "step", "warm_up_steps")
+    _count_calls(monkeypatch, counts, BurnInW, "fit", "w_fits")
+    assert run_inprocess(args, tmp_path / "kill", monkeypatch) == 0
+    checkpoint = kill_at // 20 * 20
+    assert counts == {"warm_up_steps": 100 - checkpoint, "w_fits": w_fits}
+    counts.update(warm_up_steps=0, w_fits=0)
+    assert run_inprocess(args, tmp_path / "full", monkeypatch) == 0
+    assert counts == {"warm_up_steps": 100, "w_fits": int("sampler=ab_shift" in sampler)}
+    resumed, full = (
+        json.loads((tmp_path / d / "results.json").read_text()) for d in ("kill", "full")
+    )
+    assert_same_results(resumed["metrics"], full["metrics"])
+
+
+def test_the_task_declares_its_burn_in_as_the_warm_up():
+    """sync_burn_in sets the warm-up of the adaptations that take one (AB's burn_in and the W
+    it fits on a share of it, RWM's adapt_steps) through one method, no config key names."""
+    from ebmlab.tasks.sampler_ess import DeclaredWarmup
+
+    ab, rwm = from_conf("sampler/ab_shift"), from_conf("sampler/rwm")
+    assert isinstance(ab, DeclaredWarmup) and isinstance(rwm, DeclaredWarmup)
+    assert not isinstance(from_conf("sampler/gibbs"), DeclaredWarmup)  # a plain kernel
+    ab.set_warmup(40)
+    rwm.set_warmup(0)
+    assert ab.burn_in == 40 and ab.w.w_steps == 10 and rwm.done
+    first = from_conf("sampler/ab_1st")
+    first.set_warmup(0)
+    assert first.done  # nothing left to adapt: frozen from the first step
+    model = from_conf("model/ising_lattice", n_side=3)
+    g = torch.Generator().manual_seed(0)
+    state = ab.init(model, torch.zeros(2, 9))
+    ab.step(model, state, g)
+    with pytest.raises(RuntimeError, match="before the first step"):
+        ab.set_warmup(10)
 
 
 def test_per_chain_ess_reports_spread_and_chains_that_never_moved():

@@ -2,15 +2,17 @@
 
 - :mod:`~ebmlab.samplers.ab.kernel`: the AB step with FIXED parameters (AB-1st, AB-diag,
   DLP-trace, quadratic with the Gaussian integral trick);
-- :mod:`~ebmlab.samplers.ab.adapt`: the burn-in adaptation (pairs -> W -> D -> (sigma, alpha)
-  -> freeze) that the configs build (``AB1st``, ``ABDiag``, ``ABQuadratic``, ``DLPTrace``), and
-  Alg. 1 as written, adapting for the whole run (``AB1stAlg1``, ``ABQuadraticAlg1``);
+- :mod:`~ebmlab.samplers.ab.adapt`: the burn-in adaptation :class:`ABAdaptation` (pairs -> W
+  -> D -> (sigma, alpha) -> freeze), which owns its kernel; the configs build it as ``AB1st``,
+  ``ABDiag``, ``ABQuadratic``, ``DLPTrace``, and Alg. 1 as written, adapting for the whole run,
+  as ``AB1stAlg1``, ``ABQuadraticAlg1``;
 - :mod:`~ebmlab.samplers.ab.sdp`: the SDP for the diagonal D (App. A.1).
 """
 
 from ebmlab.samplers.ab.adapt import (
     AB1st,
     AB1stAlg1,
+    ABAdaptation,
     ABDiag,
     ABQuadratic,
     ABQuadraticAlg1,
@@ -29,6 +31,7 @@ from ebmlab.samplers.ab.kernel import (
 
 __all__ = [
     "AB1st",
+    "ABAdaptation",
     "AB1stAlg1",
     "AB1stKernel",
     "ABDiag",
