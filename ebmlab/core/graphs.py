@@ -406,21 +406,58 @@ def kernel_key(kernel) -> Hashable:
 
 
 def model_key(model, flip_cache: bool = False) -> Hashable:
-    """The model's parameter and buffer storage (a graph reads them in place: updated in
-    place between replays is fine, replaced is a new key) and, when the state holds a
-    single-flip cache (``flip_cache``), the model's ``flip_tag()``: a kernel uses that cache
-    only for the parameter versions it was computed with, a choice made in Python."""
+    """What a model's computation depends on besides the chains. Its parameters, buffers and
+    other tensor attributes by storage (a graph reads them where they are: updated in place
+    between replays, e.g. by a PCD optimiser step, is fine; replaced is a new key); its plain
+    attributes by value (a temperature, ``training``), those of its submodules and wrapped
+    models too; and, when the state holds a single-flip cache (``flip_cache``), its
+    ``flip_tag()``: a kernel uses that cache only for the parameter versions it was computed
+    with, a choice made in Python. Underscored attributes (module internals, memos) are not
+    read."""
     parts: list = [id(model)]
-    if isinstance(model, torch.nn.Module):
-        for name, t in (*model.named_parameters(), *model.named_buffers()):
-            parts.append((name, _storage(t), tuple(t.shape), t.dtype))
+    _model_parts(model, parts, set())
     tag = getattr(model, "flip_tag", None)
     if flip_cache and callable(tag):
         parts.append(("flip_tag", tag()))
     return tuple(parts)
 
 
-# ---- graphed blocks --------------------------------------------------------------------------
+def _model_parts(obj, parts: list, seen: set) -> None:
+    if id(obj) in seen:
+        return
+    seen.add(id(obj))
+    if isinstance(obj, torch.nn.Module):
+        for name, t in (*obj.named_parameters(), *obj.named_buffers()):
+            parts.append((name, _where(t)))
+        for m in obj.modules():
+            _plain_attributes(m, parts, seen)
+    else:
+        _plain_attributes(obj, parts, seen)
+
+
+def _plain_attributes(obj, parts: list, seen: set) -> None:
+    for k, v in sorted(getattr(obj, "__dict__", {}).items()):
+        if k.startswith("_"):
+            continue
+        if isinstance(v, torch.nn.Module):
+            _model_parts(v, parts, seen)
+        else:
+            parts.append((k, _in_place(v)))
+
+
+def _where(t: Tensor) -> tuple:
+    return ("tensor", _storage(t), t.storage_offset(), tuple(t.shape), t.dtype, str(t.device))
+
+
+def _in_place(v: Any) -> Hashable:
+    """:func:`freeze` with tensors by storage, not version (read in place by a graph)."""
+    if isinstance(v, Tensor):
+        return _where(v)
+    if isinstance(v, dict):
+        return ("dict", tuple((k, _in_place(v[k])) for k in sorted(v, key=repr)))
+    if isinstance(v, (list, tuple)):
+        return (type(v).__name__, tuple(_in_place(e) for e in v))
+    return freeze(v)
 
 
 class _Captured:

@@ -279,3 +279,33 @@ def test_compile_is_in_the_config_but_not_in_the_run_identity():
     before = identity(cfg)
     cfg.compile = "none"
     assert identity(cfg) == before and "compile" not in before["config"]
+
+
+class _Tempered:
+    """f_beta = beta f of an RBM, beta a Python float (as AIS's TemperedEBM keeps it)."""
+
+    state_kind = "binary"
+
+    def __init__(self, model, beta):
+        self.model, self.beta, self.dim = model, beta, model.dim
+
+    def log_prob(self, x):
+        return self.beta * self.model.log_prob(x)
+
+    def log_prob_and_grad(self, x):
+        lp, g = self.model.log_prob_and_grad(x)
+        return self.beta * lp, self.beta * g
+
+
+def test_a_models_plain_attributes_are_in_the_key():
+    """A temperature kept as a Python float is baked into a captured graph: changing it is a
+    new capture, and the chains stay those of an eager run."""
+    capture = graphs.GraphedSteps(graphs.StandInBackend())
+    graphed = _runner(SAMPLERS["DMALA"], capture, model=_Tempered(_rbm(), 0.5))
+    eager = _runner(SAMPLERS["DMALA"], None, model=_Tempered(_rbm(), 0.5))
+    for r in (graphed, eager):
+        _blocks(r, [5] * 3)
+        r.model.beta = 0.9
+        _blocks(r, [5] * 3)
+    assert capture.backend.captures == 2 and capture.backend.replays == 3
+    assert torch.equal(graphed.state.x, eager.state.x)
