@@ -150,6 +150,7 @@ def _bare(cls):
 def test_tasks_put_restored_traces_and_buffers_on_their_device():
     """Traces, running sums, histograms and ESS summaries restored from a checkpoint go to the
     device of the tensors the task built (not wherever the checkpoint was loaded)."""
+    from ebmlab.core.chain import ChainRunner
     from ebmlab.tasks.ising_sampling import IsingSampling
     from ebmlab.tasks.multimodal_2d import Multimodal2D
     from ebmlab.tasks.rbm_sampling import RBMSampling
@@ -167,11 +168,13 @@ def test_tasks_put_restored_traces_and_buffers_on_their_device():
     )
     assert {p.state.x.device, p.running.device, p.trace.device} == {META}
 
-    p = SimpleNamespace(state=_chains(META), sampler=nothing, tuner=None,
+    runner = _bare(ChainRunner)  # a kernel's runner: chains on META (no META generator)
+    runner.state, runner.adaptation, runner._kernel, runner.steps = _chains(META), None, nothing, 0
+    p = SimpleNamespace(runner=runner, sampler=nothing, tuner=None,
                         summary=torch.zeros(5, 4, device=META))  # fmt: skip
     d = {**chain, "sampler": {}, "tuner": None, "summary": torch.ones(5, 4), "burn_seconds": 1.0}
     _bare(SamplerESS).load_state_dict(p, d)
-    assert {p.state.x.device, p.summary.device} == {META}
+    assert {p.runner.state.x.device, p.summary.device} == {META}
 
     p = SimpleNamespace(state=_chains(META), sampler=nothing, trace=torch.zeros(2, device=META))
     d = {"chain": chain, "sampler": {}, "trace": torch.ones(2), "info": {}}
