@@ -15,7 +15,6 @@ from ebmlab.errors import ConfigError
 from ebmlab.learning.acs_schedule import ACSPCDSchedule
 from ebmlab.learning.batches import Transform
 from ebmlab.learning.pcd import PCD
-from ebmlab.samplers.acs import ACS
 
 
 class ACSPCD(PCD):
@@ -47,7 +46,7 @@ class ACSPCD(PCD):
         sampler=None,
         transform: Transform | None = None,
     ) -> None:
-        if not isinstance(sampler, ACS):
+        if getattr(sampler, "pcd_schedule", None) != "acs":
             raise ConfigError(
                 "learner",
                 f"acs_pcd needs sampler=acs (got {type(sampler).__name__}); use learner=pcd "
@@ -58,12 +57,8 @@ class ACSPCD(PCD):
 
     def sample(self, model, generator: torch.Generator) -> dict:
         """Advance the buffer by this iteration's ACS schedule; returns sampling scalars."""
-        state = self.sampler.init(model, self.buffer)
-        n_lp, n_grad = self.sampler.init_cost()
-        state, out = self.acs.advance(model, state, generator, self.iteration, self.sampler_steps)
-        out["n_log_prob"] += n_lp
-        out["n_grad"] += n_grad
-        self.buffer = state.x.detach()
+        it, k = self.iteration, self.sampler_steps
+        self.buffer, out = self.acs.advance(model, self.buffer, generator, it, k)
         return out
 
     def state_dict(self) -> dict:
@@ -71,4 +66,4 @@ class ACSPCD(PCD):
 
     def load_state_dict(self, d: dict) -> None:
         super().load_state_dict(d)
-        self.acs.load_state_dict(d["acs"])
+        self.acs.load_state_dict(d["acs"], d["sampler"])

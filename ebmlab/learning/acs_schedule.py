@@ -14,20 +14,47 @@ persistent chains as follows:
   advance the chains. With ``adaptive_floor`` the alpha_min search starts one standard
   deviation below the mean of the past alpha_min (App. D.4).
 
-The kernel and EstimateAlpha come from the sampler (:class:`~ebmlab.samplers.acs.ACS`, whose
-tuning settings -- target acceptance, zeta, alpha range, candidates -- apply); this object
-owns only Algorithm 6's settings and the alpha_min history.
+The schedule hands parameters to the FIXED ACS kernel and never writes into the sampler: it
+keeps its own :class:`ACSPCDParams` (started from the sampler's configured values, changed
+only by re-tuning) and runs each iteration's steps with a frozen
+:class:`~ebmlab.samplers.acs.ACSKernel` at that iteration's (alpha, beta, MH) through the chain
+runner. The sampler (``sampler=acs``, which declares ``pcd_schedule = "acs"``) gives the
+configured parameters and EstimateAlpha with its tuning settings (target acceptance, zeta,
+alpha range, candidates); this object owns Algorithm 6's settings, the parameters and the
+alpha_min history.
 """
 
 from __future__ import annotations
 
+from dataclasses import asdict, dataclass, replace
+
 import torch
+from torch import Tensor
 
 from ebmlab.errors import ConfigError, check
-from ebmlab.samplers.acs import ACS, TuneResult, kernel_step
-from ebmlab.samplers.base import ChainState, StepInfo
+from ebmlab.learning.pcd import PersistentChains
+from ebmlab.samplers.acs import ACSKernel
+from ebmlab.samplers.base import ChainState
 
 PHASES = {"exploit": 0.0, "explore": 1.0, "alpha_max": 2.0, "alpha_min": 3.0}
+
+
+@dataclass(frozen=True)
+class ACSPCDParams:
+    """The ACS kernel parameters of Algorithm 6: exploration at (alpha_max, beta_max) without
+    MH (lines 13-14, 22-24), exploitation at (alpha_min, beta_min) with MH when ``mh``."""
+
+    alpha_max: float
+    alpha_min: float
+    beta_max: float
+    beta_min: float
+    mh: bool
+
+    def at(self, explore: bool) -> tuple[float, float, bool]:
+        """(alpha, beta, use_mh) of an exploration or an exploitation iteration."""
+        if explore:
+            return self.alpha_max, self.beta_max, False
+        return self.alpha_min, self.beta_min, self.mh
 
 
 class ACSPCDSchedule:
@@ -65,11 +92,15 @@ class ACSPCDSchedule:
         self.tune_budget, self.adaptive_floor = int(tune_budget), bool(adaptive_floor)
         self.explore_steps = int(explore_steps)
         self.alpha_min_history: list[float] = []
-        self.sampler: ACS | None = None
+        self.sampler = None
+        self.params: ACSPCDParams | None = None
+        self.chains = PersistentChains()
+        self._kernels: dict[tuple[float, float, bool], ACSKernel] = {}
 
     def bind(self, sampler) -> None:
-        """Use ``sampler`` (an ACS) for this buffer; ConfigError otherwise."""
-        if not isinstance(sampler, ACS):
+        """Take EstimateAlpha and the starting parameters from ``sampler``, which must declare
+        ``pcd_schedule = "acs"`` (ConfigError otherwise); the sampler is only read."""
+        if getattr(sampler, "pcd_schedule", None) != "acs":
             raise ConfigError(
                 "learner",
                 f"ACS's PCD schedule needs sampler=acs (got {type(sampler).__name__}); use "
@@ -82,15 +113,35 @@ class ACSPCDSchedule:
             f"must be >= sampler.alpha_candidates={t} steps (got {self.tune_budget})",
         )
         self.sampler = sampler
+        self.params = ACSPCDParams(
+            float(sampler.alpha_max),
+            float(sampler.alpha_min),
+            float(sampler.beta_max),
+            float(sampler.beta_min),
+            bool(sampler.mh),
+        )
 
     # -- Algorithm 6 -------------------------------------------------------------------
+    def explores(self, iteration: int) -> bool:
+        """The first iteration of each cycle explores (Alg. 6 line 12)."""
+        return iteration % self.cycle_length == 0
+
     def step_params(self, iteration: int) -> tuple[float, float, bool]:
         """(alpha, beta, use_mh) of a sampling iteration: the first of each cycle explores with
         (alpha_max, beta_max) and no MH, the rest exploit with (alpha_min, beta_min) and MH."""
-        s = self.sampler
-        if iteration % self.cycle_length == 0:
-            return s.alpha_max, s.beta_max, False
-        return s.alpha_min, s.beta_min, s.mh
+        return self.params.at(self.explores(iteration))
+
+    def kernel(self, iteration: int) -> ACSKernel:
+        """The fixed ACS kernel of this iteration's parameters (the same object while they
+        stay the same, so a captured block stays valid)."""
+        key = self.step_params(iteration)
+        if key not in self._kernels:
+            self._kernels = {k: v for k, v in self._kernels.items() if k in self._live()}
+            self._kernels[key] = ACSKernel(*key, self.sampler.state_kind)
+        return self._kernels[key]
+
+    def _live(self) -> set[tuple[float, float, bool]]:
+        return {self.params.at(True), self.params.at(False)}
 
     def tune_action(self, iteration: int) -> str | None:
         """Which re-tuning replaces sampling at this iteration ("alpha_max", "alpha_min")."""
@@ -103,89 +154,71 @@ class ACSPCDSchedule:
 
     def retune(
         self, model, state: ChainState, generator: torch.Generator, which: str
-    ) -> tuple[ChainState, TuneResult]:
+    ) -> tuple[ChainState, int, list[dict]]:
         """Re-estimate alpha_max (at beta_max) or alpha_min (at beta_min) with Algorithm 4 on
-        the persistent chains, which it also advances; installs it in the sampler's cycle."""
-        s, trace = self.sampler, []
+        the persistent chains, which it also advances; the result goes into :attr:`params`
+        (alpha_max >= alpha_min kept). Returns (state, proposals used, the search's trace)."""
+        s, p, trace = self.sampler, self.params, []
         space = s.space(model)
         if which == "alpha_max":
             a, state, used = s.tuner.estimate_alpha(
-                model, state, generator, space, s.beta_max, True, self.tune_budget, trace=trace
+                model, state, generator, space, p.beta_max, True, self.tune_budget, trace=trace
             )
-            s.set_schedule(max(a, s.alpha_min), s.alpha_min, s.beta_sched)
+            self.params = replace(p, alpha_max=max(a, p.alpha_min))
         elif which == "alpha_min":
             start = None
             if self.adaptive_floor and len(self.alpha_min_history) >= 2:
                 h = torch.tensor(self.alpha_min_history, dtype=torch.float64)
                 start = float(h.mean() - h.std())
             a, state, used = s.tuner.estimate_alpha(
-                model, state, generator, space, s.beta_min, False, self.tune_budget, start, trace
+                model, state, generator, space, p.beta_min, False, self.tune_budget, start, trace
             )
             self.alpha_min_history.append(a)
-            s.set_schedule(max(s.alpha_max, a), a, s.beta_sched)
+            self.params = replace(p, alpha_max=max(p.alpha_max, a), alpha_min=a)
         else:
             raise ValueError(f"which must be 'alpha_max' or 'alpha_min' (got {which!r})")
-        s.tuned = True
-        res = TuneResult(s.alpha_max, s.alpha_min, list(s.alpha_sched), list(s.beta_sched))
-        res.n_steps = res.n_log_prob = res.n_grad = used
-        res.budget, res.trace = self.tune_budget, trace
-        return state, res
-
-    def sample(
-        self, model, state: ChainState, generator: torch.Generator, iteration: int, n_steps: int
-    ) -> tuple[ChainState, StepInfo]:
-        """``n_steps`` kernel steps with :meth:`step_params` (iteration). Returns the state and
-        a StepInfo with mean acceptance / jump and summed costs."""
-        alpha, beta, use_mh = self.step_params(iteration)
-        space = self.sampler.space(model)
-        acc = torch.zeros_like(state.log_prob, dtype=torch.float32)
-        jump = torch.zeros_like(acc)
-        accepted = torch.zeros_like(acc, dtype=torch.bool)
-        for _ in range(n_steps):
-            state, info = kernel_step(model, state, generator, alpha, beta, use_mh, space)
-            acc = acc + info.accept_prob.float()
-            jump = jump + info.jump.float()
-            accepted = accepted | info.accepted
-        n = max(n_steps, 1)
-        # accepted: whether any of the n_steps moves was taken
-        return state, StepInfo(acc / n, accepted, jump / n, n_log_prob=n_steps, n_grad=n_steps)
+        return state, used, trace
 
     def advance(
-        self, model, state: ChainState, generator: torch.Generator, iteration: int, n_steps: int
-    ) -> tuple[ChainState, dict]:
-        """One PCD iteration of the buffer: re-tune, explore or exploit (``n_steps`` = the
-        learner's sampler steps). Returns the state and scalars (accept_rate, jump, the
-        iteration's n_log_prob / n_grad, phase code of :data:`PHASES`, alpha_max, alpha_min)."""
+        self, model, x: Tensor, generator: torch.Generator, iteration: int, n_steps: int
+    ) -> tuple[Tensor, dict]:
+        """One PCD iteration of the buffer rows ``x``: re-tune, explore or exploit (``n_steps``
+        = the learner's sampler steps). Returns the new rows and scalars (accept_rate, jump,
+        the iteration's n_log_prob / n_grad including the initial evaluation, phase code of
+        :data:`PHASES`, alpha_max, alpha_min; no jump on a re-tuning iteration); sampling
+        iterations read nothing back to the host (re-tuning does: Algorithm 4 decides on the
+        acceptance it sees)."""
         action = self.tune_action(iteration)
         if action is not None:
-            state, res = self.retune(model, state, generator, action)
-            acc = [r["accept"] for r in res.trace]
-            out = {
-                "accept_rate": sum(acc) / len(acc) if acc else float("nan"),
-                "jump": float("nan"),
-                "n_log_prob": res.n_log_prob,
-                "n_grad": res.n_grad,
+            state = self.sampler.init(model, x)
+            n_lp, n_grad = self.sampler.init_cost()
+            state, used, trace = self.retune(model, state, generator, action)
+            acc = [r["accept"] for r in trace]
+            out = {  # no jump: the search's trial proposals are not steps of one kernel
+                "accept_rate": sum(acc) / len(acc),
+                "n_log_prob": n_lp + used,
+                "n_grad": n_grad + used,
                 "phase": PHASES[action],
             }
+            x = state.x.detach()
         else:
-            explore = iteration % self.cycle_length == 0
+            explore = self.explores(iteration)
             k = (self.explore_steps or max(1, n_steps // 2)) if explore else n_steps
-            state, info = self.sample(model, state, generator, iteration, k)
-            out = {
-                "accept_rate": float(info.accept_prob.float().mean()),
-                "jump": float(info.jump.float().mean()),
-                "n_log_prob": info.n_log_prob,
-                "n_grad": info.n_grad,
-                "phase": PHASES["explore" if explore else "exploit"],
-            }
-        out["alpha_max"], out["alpha_min"] = (
-            float(self.sampler.alpha_max),
-            float(self.sampler.alpha_min),
-        )
-        return state, out
+            x, out = self.chains.advance(model, self.kernel(iteration), x, generator, k)
+            out["phase"] = PHASES["explore" if explore else "exploit"]
+        out["alpha_max"], out["alpha_min"] = self.params.alpha_max, self.params.alpha_min
+        return x, out
 
     def state_dict(self) -> dict:
-        return {"alpha_min_history": list(self.alpha_min_history)}
+        params = {} if self.params is None else asdict(self.params)  # None: never bound
+        return {"alpha_min_history": list(self.alpha_min_history), **params}
 
-    def load_state_dict(self, d: dict) -> None:
+    def load_state_dict(self, d: dict, sampler_state: dict | None = None) -> None:
+        """``sampler_state``: the learner's checkpointed sampler state, where checkpoints
+        written before the schedule kept its own parameters hold alpha_max / alpha_min."""
         self.alpha_min_history = [float(a) for a in d["alpha_min_history"]]
+        src = d if "alpha_max" in d else (sampler_state or {})
+        if self.params is not None and "alpha_max" in src:
+            self.params = replace(
+                self.params, alpha_max=float(src["alpha_max"]), alpha_min=float(src["alpha_min"])
+            )

@@ -24,6 +24,7 @@ import math
 import torch
 from torch import Tensor
 
+from ebmlab.core.chain import ChainRunner
 from ebmlab.errors import ConfigError, DivergenceError
 from ebmlab.learning.batches import EpochBatches, Transform
 
@@ -162,20 +163,22 @@ class GRBMModifiedCD:
         kw = {"horizon": self.cd_steps}
         if not adjust:
             kw["adjust_step"] = self.cd_steps
-        state = sampler.init(model, v0, **kw)
+        runner = ChainRunner(model, sampler, sampler.init(model, v0, **kw), generator)
+        burn = runner.run(self.burn_in) if self.burn_in else {}  # one block, nothing kept
         vs, hs, acc = [], [], []
-        for t in range(1, self.cd_steps + 1):
-            state, info = sampler.step(model, state, generator)
-            acc.append(info.accept_prob.float().mean())
-            if t > self.burn_in:
-                v = state.x.reshape(shape[0], -1)
-                vs.append(v)
-                if need_h:
-                    h = state.extra.get("h")
-                    hs.append(h if h is not None else model.sample_h_given_v(v, generator))
+        for _ in range(self.cd_steps - self.burn_in):
+            acc.append(runner.step().accept_prob.float().mean())
+            v = runner.state.x.reshape(shape[0], -1)
+            vs.append(v)
+            if need_h:
+                h = runner.state.extra.get("h")
+                hs.append(h if h is not None else model.sample_h_given_v(v, generator))
         v = torch.cat(vs, 0)
         h = torch.cat(hs, 0) if need_h else None
-        return v, h, torch.stack(acc).mean()
+        rate = torch.stack(acc).mean()
+        if self.burn_in:  # the burn-in block's per-step sums (float64) join the kept steps'
+            rate = (burn["accept_rate"] + torch.stack(acc).double().sum()) / self.cd_steps
+        return v, h, rate
 
     @torch.no_grad()
     def cd_update(
@@ -271,9 +274,8 @@ def sample_from_noise(
     h ~ p(h|v). Returns (v_last, displayed), both [n_samples, *shape]."""
     shape = (model.n_visible,) if shape is None else tuple(shape)
     v0 = torch.randn((n_samples, *shape), generator=generator, device=model.W.device)
-    state = sampler.init(model, v0, horizon=n_steps)
-    for _ in range(n_steps):
-        state, _ = sampler.step(model, state, generator)
-    v = state.x.reshape(n_samples, -1)
-    h = model.sample_h_given_v(v, generator)
-    return state.x, model.mean_v_given_h(h).reshape(n_samples, *shape)
+    runner = ChainRunner(model, sampler, sampler.init(model, v0, horizon=n_steps), generator)
+    runner.run(n_steps)
+    x = runner.state.x
+    h = model.sample_h_given_v(x.reshape(n_samples, -1), generator)
+    return x, model.mean_v_given_h(h).reshape(n_samples, *shape)

@@ -8,6 +8,7 @@ from collections.abc import Callable
 import torch
 from torch import Tensor
 
+from ebmlab.core.chain import ChainRunner
 from ebmlab.learning.grbm_cd import sample_from_noise
 
 ToImage = Callable[[Tensor], Tensor]  # model-space rows [n, D] -> images [n, C, H, W]
@@ -40,11 +41,10 @@ def intermediate_samples(
     steps of ``n_steps`` (duplicates removed). Returns images [n_chains, n_shown, C, H, W]."""
     at = {max(1, round(n_steps * (k + 1) / n_snapshots)) for k in range(n_snapshots)}
     v0 = torch.randn((n_chains, model.n_visible), generator=generator, device=model.W.device)
-    state = sampler.init(model, v0, horizon=n_steps)
+    runner = ChainRunner(model, sampler, sampler.init(model, v0, horizon=n_steps), generator)
     snaps = []
-    for t in range(1, n_steps + 1):
-        state, _ = sampler.step(model, state, generator)
-        if t in at:
-            h = model.sample_h_given_v(state.x, generator)
-            snaps.append(to_image(model.mean_v_given_h(h)).cpu())
+    for t in sorted(at):  # blocks of steps between snapshots
+        runner.run(t - runner.steps)
+        h = model.sample_h_given_v(runner.state.x, generator)
+        snaps.append(to_image(model.mean_v_given_h(h)).cpu())
     return torch.stack(snaps, 1)

@@ -17,10 +17,49 @@ import math
 import torch
 from torch import Tensor
 
+from ebmlab.core.chain import ChainRunner
 from ebmlab.errors import ConfigError, DivergenceError, check
 from ebmlab.learning.batches import Transform, draw_rows
 
 BUFFER_INITS = ("uniform", "data_mean")
+
+
+class PersistentChains:
+    """A learner's chains, advanced in blocks by the one chain runner (:mod:`ebmlab.core.chain`).
+
+    A block starts from rows ``x`` under the current model (``kernel.init``: one evaluation,
+    counted) and takes ``n_steps`` steps back to back with ``runner.run`` (the unit a CUDA
+    graph captures); nothing is read back to the host. One runner per kernel, kept across
+    iterations (an adaptive sampler therefore adapts across them, as its own steps would);
+    runners of the ``keep`` kernels used last are kept (ACS-PCD alternates two).
+    """
+
+    keep = 2
+
+    def __init__(self):
+        self.runners: dict[int, tuple[object, ChainRunner]] = {}
+
+    def advance(self, model, kernel, x: Tensor, generator: torch.Generator, n_steps: int):
+        """``n_steps`` steps of ``kernel`` from ``x``. Returns (the chains' new x, scalars:
+        mean acceptance and jump per step as float64 device tensors, evaluations spent)."""
+        state = kernel.init(model, x)
+        held = self.runners.pop(id(kernel), None)
+        if held is None or held[0] is not kernel or held[1].model is not model:
+            held = (kernel, ChainRunner(model, kernel, state, generator))
+        self.runners[id(kernel)] = held  # the most recently used last
+        for key in list(self.runners)[: -self.keep]:
+            del self.runners[key]
+        runner = held[1]
+        runner.state, runner.generator = state, generator
+        sums = runner.run(n_steps)
+        n_lp, n_grad = kernel.init_cost()
+        info = {
+            "accept_rate": sums["accept_rate"] / n_steps,
+            "jump": sums["jump"] / n_steps,
+            "n_log_prob": n_lp + sums["n_log_prob"],
+            "n_grad": n_grad + sums["n_grad"],
+        }
+        return runner.state.x.detach(), info
 
 
 class PCD:
@@ -76,6 +115,7 @@ class PCD:
         if sampler is None:
             raise ConfigError("sampler", "PCD needs a sampler (e.g. sampler=gwg)")
         self.sampler, self.data, self.transform = sampler, data, transform
+        self.chains = PersistentChains()
         params = [p for p in model.parameters() if p.requires_grad]
         self.optimizer = torch.optim.Adam(params, lr=self.lr)
         d = data.shape[1]
@@ -99,23 +139,10 @@ class PCD:
     def sample(self, model, generator: torch.Generator) -> dict:
         """Advance the persistent buffer by ``sampler_steps`` steps; returns sampling scalars
         (kept on the device)."""
-        state = self.sampler.init(model, self.buffer)
-        n_lp, n_grad = self.sampler.init_cost()
-        acc = jump = torch.zeros((), device=self.buffer.device)
-        for _ in range(self.sampler_steps):
-            state, info = self.sampler.step(model, state, generator)
-            acc = acc + info.accept_prob.float().mean()
-            jump = jump + info.jump.float().mean()
-            n_lp += info.n_log_prob
-            n_grad += info.n_grad
-        self.buffer = state.x.detach()
-        k = self.sampler_steps
-        return {
-            "accept_rate": acc.double() / k,  # float64: the value of acc.item() / k
-            "jump": jump.double() / k,
-            "n_log_prob": n_lp,
-            "n_grad": n_grad,
-        }
+        self.buffer, info = self.chains.advance(
+            model, self.sampler, self.buffer, generator, self.sampler_steps
+        )
+        return info
 
     def descend(self, model, batch: Tensor) -> Tensor:
         """One optimiser step on the PCD loss with the current buffer as negatives."""

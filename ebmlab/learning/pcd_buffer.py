@@ -30,7 +30,7 @@ from torch import Tensor
 from ebmlab.errors import ConfigError, DivergenceError, check
 from ebmlab.learning.acs_schedule import ACSPCDSchedule
 from ebmlab.learning.batches import Transform, draw_rows
-from ebmlab.samplers.acs import ACS
+from ebmlab.learning.pcd import PersistentChains
 
 
 class PCDBuffer:
@@ -104,7 +104,8 @@ class PCDBuffer:
         if sampler is None:
             raise ConfigError("sampler", "PCD with a replay buffer needs a sampler")
         self.sampler, self.data, self.transform = sampler, data, transform
-        self.acs_schedule = isinstance(sampler, ACS)
+        self.chains = PersistentChains()
+        self.acs_schedule = getattr(sampler, "pcd_schedule", None) == "acs"
         if self.acs_schedule:
             self.acs.bind(sampler)
         self.optimizer = torch.optim.Adam(
@@ -123,25 +124,15 @@ class PCDBuffer:
 
     # -- sampling -------------------------------------------------------------------------
     def _sample(self, model, x0: Tensor, generator: torch.Generator) -> tuple[Tensor, dict]:
-        s = self.sampler
-        state = s.init(model, x0)
-        n_lp, n_grad = s.init_cost()
-        out: dict = {}
+        """``sampler_steps`` steps from ``x0`` (or ACS's schedule for this iteration); the
+        scalars stay on the device."""
         if self.acs_schedule:
-            it, k = self.iteration, self.sampler_steps
-            state, out = self.acs.advance(model, state, generator, it, k)
+            xs, out = self.acs.advance(model, x0, generator, self.iteration, self.sampler_steps)
             del out["phase"]
-            n_lp, n_grad = n_lp + out["n_log_prob"], n_grad + out["n_grad"]
         else:
-            acc = jump = 0.0
-            for _ in range(self.sampler_steps):
-                state, info = s.step(model, state, generator)
-                acc += float(info.accept_prob.float().mean())
-                jump += float(info.jump.float().mean())
-                n_lp, n_grad = n_lp + info.n_log_prob, n_grad + info.n_grad
-            out = {"accept_rate": acc / self.sampler_steps, "jump": jump / self.sampler_steps}
-        out["n_log_prob"], out["n_grad"] = float(n_lp), float(n_grad)
-        return state.x.detach(), out
+            xs, out = self.chains.advance(model, self.sampler, x0, generator, self.sampler_steps)
+        out["n_log_prob"], out["n_grad"] = float(out["n_log_prob"]), float(out["n_grad"])
+        return xs, out
 
     # -- one iteration --------------------------------------------------------------------
     def step(self, model, generator: torch.Generator) -> dict:
@@ -209,4 +200,4 @@ class PCDBuffer:
         self.ema_model.load_state_dict(d["ema"])
         self.iteration = int(d["iteration"])
         self.sampler.load_state_dict(d["sampler"])
-        self.acs.load_state_dict(d["acs"])
+        self.acs.load_state_dict(d["acs"], d["sampler"])

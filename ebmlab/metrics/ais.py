@@ -29,6 +29,9 @@ import torch
 import torch.nn.functional as F
 from torch import Generator, Tensor
 
+from ebmlab.core.chain import ChainRunner
+from ebmlab.core.state import ChainState, StepInfo
+
 LogProb = Callable[[Tensor], Tensor]
 
 
@@ -263,6 +266,38 @@ def rbm_ais_log_z(
     return _summarise(torch.cat(logws), log_z0)
 
 
+class IntermediateRBMGibbs:
+    """Block Gibbs of the intermediate RBM p_beta(v, h) ∝ exp((1 - beta) base_b.v + beta
+    (h^T W v + b.v + c.h)) (Salakhutdinov & Murray 2008, Sec. 4.1): h ~ p_beta(h|v), then
+    v ~ p_beta(v|h). A kernel for the chain runner; ``beta`` is set per temperature and the
+    hidden pre-activations W v + c of the state come in ``state.extra["a"]`` (AIS computes
+    them for the weights anyway). beta = 1 is block Gibbs of the RBM itself."""
+
+    state_spaces, exact = ("binary",), True
+
+    def __init__(self, W: Tensor, b: Tensor, c: Tensor, base_b: Tensor):
+        self.W, self.b, self.c, self.base_b = W, b, c, base_b
+        self.beta = 1.0
+
+    def init(self, model, v: Tensor) -> ChainState:
+        return ChainState(x=v, log_prob=None, extra={"a": v @ self.W.T + self.c})
+
+    def step(self, model, state: ChainState, gen: Generator) -> tuple[ChainState, StepInfo]:
+        beta, v = self.beta, state.x
+        h = torch.bernoulli(torch.sigmoid(beta * state.extra["a"]), generator=gen)
+        logits_v = (1.0 - beta) * self.base_b + beta * (h @ self.W + self.b)
+        new = torch.bernoulli(torch.sigmoid(logits_v), generator=gen)
+        ones = torch.ones(v.shape[0], device=v.device)
+        jump = (new != v).sum(-1)
+        return ChainState(x=new, log_prob=None), StepInfo(ones, ones.bool(), jump, 0, 0)
+
+    def state_dict(self) -> dict:
+        return {"beta": self.beta}
+
+    def load_state_dict(self, d: dict) -> None:
+        self.beta = float(d["beta"])
+
+
 def _rbm_ais_chains(
     W: Tensor,
     b: Tensor,
@@ -279,8 +314,11 @@ def _rbm_ais_chains(
         v = torch.bernoulli(probs, generator=gen)
         vb_diff = b - base_b  # f_beta's visible term is base_b.v + beta (b - base_b).v
         log_w = torch.zeros(n, dtype=torch.float64, device=W.device)
+        gibbs = IntermediateRBMGibbs(W, b, c, base_b)
+        chains = ChainRunner(None, gibbs, ChainState(x=v, log_prob=None), gen)
         for k in _progress(range(1, len(bs)), progress, "RBM AIS"):
             b_prev, b_cur = bs[k - 1], bs[k]
+            v = chains.state.x
             a = v @ W.T + c  # hidden pre-activations [n, H]
             # f_{b_k}(v) - f_{b_{k-1}}(v); softplus in float64 so the small
             # difference of two large sums does not lose precision.
@@ -288,10 +326,9 @@ def _rbm_ais_chains(
             inc = (b_cur - b_prev) * (v @ vb_diff).to(torch.float64)
             inc += (F.softplus(b_cur * a64) - F.softplus(b_prev * a64)).sum(-1)
             log_w += inc
-            if k < len(bs) - 1:
-                h = torch.bernoulli(torch.sigmoid(b_cur * a), generator=gen)
-                logits_v = (1.0 - b_cur) * base_b + b_cur * (h @ W + b)
-                v = torch.bernoulli(torch.sigmoid(logits_v), generator=gen)
+            if k < len(bs) - 1:  # the transition at b_k
+                gibbs.beta, chains.state = b_cur, ChainState(x=v, log_prob=None, extra={"a": a})
+                chains.step()
     return log_w
 
 
@@ -320,11 +357,14 @@ def rbm_full_model_transition_log_z(
         log_z0_base = F.softplus(base_b.to(torch.float64)).sum()
         v = torch.bernoulli(torch.sigmoid(base_b).expand(n_chains, -1), generator=generator)
         log_w = torch.zeros(n_chains, dtype=torch.float64, device=W.device)
+        gibbs = IntermediateRBMGibbs(W, b, c, base_b)  # beta = 1: the full RBM's block Gibbs
+        chains = ChainRunner(None, gibbs, ChainState(x=v, log_prob=None), generator)
         for k in _progress(range(1, len(bs)), progress, "RBM AIS (reference code)"):
+            v = chains.state.x
             a = v @ W.T + c
             log_p = (v @ b).double() + F.softplus(a.double()).sum(-1)
             log_p0 = (v @ base_b).double() - log_z0_base
             log_w += (bs[k] - bs[k - 1]) * (log_p - log_p0)
-            h = torch.bernoulli(torch.sigmoid(a), generator=generator)
-            v = torch.bernoulli(torch.sigmoid(h @ W + b), generator=generator)
+            chains.state = ChainState(x=v, log_prob=None, extra={"a": a})
+            chains.step()
     return _summarise(log_w, 0.0)

@@ -16,6 +16,7 @@ from typing import Any, Protocol
 import torch
 from torch import Tensor
 
+from ebmlab.core.chain import ChainRunner
 from ebmlab.core.protocols import Kernel
 from ebmlab.core.state import ChainState
 from ebmlab.metrics.ais import AISResult, ais_log_z
@@ -48,7 +49,7 @@ def tempered_ais_log_z(
     ``tempered`` (a kernel that evaluates proposals through ``net_value_and_grad``, as GWG and
     DMALA do, so accepted proposals hand their cached values on)."""
     model = tempered.model
-    cache: dict = {}
+    cache: dict = {}  # x, net(x), grad net(x) of the current chains; the chain runner
 
     def base_sample(n: int, gen: torch.Generator) -> Tensor:
         x = model.sample_base(n, gen)
@@ -68,8 +69,11 @@ def tempered_ais_log_z(
         tempered.beta = float(beta)
         lp, g = tempered.combine(x, net, gnet)
         tempered.last = None
-        state, _ = sampler.step(tempered, ChainState(x=x, log_prob=lp, grad=g), gen)
-        y = state.x
+        state = ChainState(x=x, log_prob=lp, grad=g)
+        runner = cache.setdefault("runner", ChainRunner(tempered, sampler, state, gen))
+        runner.state = state
+        runner.step()
+        y = runner.state.x
         if tempered.last is not None:  # proposal evaluated: take its values where accepted
             py, ny, gy = tempered.last
             took = (y.reshape(y.shape[0], -1) == py.reshape(py.shape[0], -1)).all(-1)

@@ -68,6 +68,7 @@ class Sampler:
     needs_grad: bool = True
     exact: bool = True  # False for unadjusted samplers (DULA, ULA)
     model_type: str | None = None  # import path of the one model class a kernel needs
+    pcd_schedule: str | None = None  # a learner-side parameter schedule it brings ("acs")
 
     def init(self, model, x: Tensor) -> ChainState:
         x = x.detach()

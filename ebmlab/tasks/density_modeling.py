@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 import torch
 from torch import Tensor
 
+from ebmlab.core.chain import ChainRunner
 from ebmlab.core.loop import Cadence, LoopTask
 from ebmlab.data.synthetic_2d import Synthetic2D
 from ebmlab.errors import check
@@ -50,11 +51,10 @@ def gibbs_samples(model, x0: Tensor, sweeps: int, generator: torch.Generator) ->
     """``sweeps`` systematic Gibbs sweeps from ``x0`` (the model in eval mode meanwhile)."""
     sampler, was_training = SweepGibbs(), model.training
     model.eval()
-    state = sampler.init(model, x0)
-    for _ in range(sweeps):
-        state, _ = sampler.step(model, state, generator)
+    runner = ChainRunner(model, sampler, sampler.init(model, x0), generator)
+    runner.run(sweeps)
     model.train(was_training)
-    return state.x
+    return runner.state.x
 
 
 @dataclass

@@ -20,6 +20,7 @@ import networkx as nx
 import torch
 from torch import Tensor
 
+from ebmlab.core.chain import ChainRunner
 from ebmlab.core.loop import Cadence, LoopTask
 from ebmlab.data.ego_small import adjacency_to_graphs, triu_to_adj
 from ebmlab.data.ego_small_dataset import EgoSmall
@@ -148,15 +149,16 @@ class GraphGeneration(LoopTask):
         g, sweep = ctx.generator, self.gen_sampler == "sweep"
         sampler = SweepGibbs() if sweep else RandomScanGibbs()
         steps = self.gen_sweeps if sweep else self.gen_sweeps * p.x.shape[1]
+        block = 1 if sweep else p.x.shape[1]  # one sweep per block
         p.model.eval()
-        state = sampler.init(p.model, init_bits(self.n_samples, self.gen_init, p.x, g))
+        x0 = init_bits(self.n_samples, self.gen_init, p.x, g)
+        runner = ChainRunner(p.model, sampler, sampler.init(p.model, x0), g)
         bar = ctx.progress(steps, desc="Gibbs generation")
-        for _ in range(steps):
-            state, _ = sampler.step(p.model, state, g)
-            bar.update(1)
+        while runner.steps < steps:
+            bar.update(runner.run(min(block, steps - runner.steps))["steps"])
         bar.close()
         p.model.train()
-        return state.x
+        return runner.state.x
 
     def evaluate(self, p: Parts, step: int, ctx) -> dict:
         if step != self.cad.n_steps and not (self.eval_every and step % self.eval_every == 0):

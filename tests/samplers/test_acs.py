@@ -1,5 +1,5 @@
-"""Automatic Cyclical Sampler: schedules, kernel exactness, tuning, costs, the PCD schedule
-(Algorithm 6, ebmlab.learning.acs_schedule), config."""
+"""Automatic Cyclical Sampler: schedules, kernel exactness, tuning, costs, config. (ACS's PCD
+schedule, Algorithm 6, is tested in tests/learning/test_acs_schedule.py.)"""
 
 from __future__ import annotations
 
@@ -12,7 +12,6 @@ import torch
 from omegaconf import OmegaConf
 
 from ebmlab.errors import ConfigError
-from ebmlab.learning.acs_schedule import ACSPCDSchedule
 from ebmlab.models.base import EnergyModel
 from ebmlab.samplers import proposals
 from ebmlab.samplers.acs import (
@@ -380,76 +379,6 @@ def test_state_dict_roundtrip_resumes_identically(tmp_path):
     with pytest.raises(ConfigError) as e:
         acs(steps_per_cycle=5, tune=False).load_state_dict(ck["sampler"])
     assert e.value.key == "steps_per_cycle"
-
-
-# ---------------------------------------------------------------------------
-# PCD schedule (Algorithm 6, ebmlab.learning.acs_schedule)
-
-
-def _schedule(sampler, **kw) -> ACSPCDSchedule:
-    args = dict(cycle_length=50, retune_max_every=25, retune_min_every=25, tune_budget=200,
-                adaptive_floor=False, explore_steps=0)  # fmt: skip
-    args.update(kw)
-    sched = ACSPCDSchedule(**args)
-    sched.bind(sampler)
-    return sched
-
-
-def test_pcd_step_params_and_tune_actions():
-    s = acs(tune=False, alpha_max=4.0, alpha_min=0.2, beta_max=0.9)
-    sched = _schedule(s, cycle_length=8, retune_max_every=3, retune_min_every=1)
-    assert sched.step_params(0) == (4.0, 0.9, False)
-    assert sched.step_params(16) == (4.0, 0.9, False)
-    assert sched.step_params(1) == (0.2, 0.5, True)
-    assert sched.step_params(15) == (0.2, 0.5, True)
-    acts = {i: sched.tune_action(i) for i in range(40) if sched.tune_action(i)}
-    assert acts == {0: "alpha_max", 1: "alpha_min", 9: "alpha_min", 17: "alpha_min",
-                    24: "alpha_max", 25: "alpha_min", 33: "alpha_min"}  # fmt: skip
-
-
-def test_pcd_retune_and_step():
-    model = Counting(_tune_target())
-    gen = torch.Generator().manual_seed(0)
-    s = acs(tune=False)
-    sched = _schedule(s, tune_budget=20, adaptive_floor=True)
-    state = s.init(model, random_init(model, 64, gen))
-    calls = model.calls
-    state, r = sched.retune(model, state, gen, "alpha_max")
-    assert r.n_steps == 20 and model.calls - calls == 20
-    assert s.tuner.alpha_floor <= s.alpha_max <= s.tuner.alpha_ceil
-    for _ in range(3):
-        state, r = sched.retune(model, state, gen, "alpha_min")
-        assert s.tuner.alpha_floor <= s.alpha_min <= s.alpha_max
-    assert len(sched.alpha_min_history) == 3 and sched.state_dict()["alpha_min_history"]
-    calls = model.calls
-    state, info = sched.sample(model, state, gen, iteration=0, n_steps=5)  # explore: no MH
-    assert torch.all(info.accept_prob == 1) and info.jump.mean() > 0
-    state, info = sched.sample(model, state, gen, iteration=3, n_steps=5)  # exploit: MH
-    assert model.calls - calls == 10 and info.n_log_prob == 5
-    assert float(info.accept_prob.min()) < 1  # the MH test is applied
-
-
-@pytest.mark.parametrize(
-    "kw,key",
-    [
-        (dict(cycle_length=1), "cycle_length"),
-        (dict(retune_max_every=0), "retune_max_every"),
-        (dict(retune_min_every=0), "retune_min_every"),
-        (dict(explore_steps=-1), "explore_steps"),
-        (dict(tune_budget=2), "learner.acs.tune_budget"),  # < sampler.alpha_candidates
-    ],
-)
-def test_bad_pcd_schedule_settings(kw, key):
-    with pytest.raises(ConfigError) as e:
-        _schedule(acs(tune=False), **kw)
-    assert e.value.key == key and "got" in e.value.message
-
-
-def test_pcd_schedule_needs_acs():
-    from ebmlab.samplers.dlp import DMALA
-
-    with pytest.raises(ConfigError, match="needs sampler=acs"):
-        _schedule(DMALA(0.2, None))
 
 
 # ---------------------------------------------------------------------------

@@ -22,6 +22,8 @@ from ebmlab.samplers.base import ChainState
 class ACS(CyclicalKernel):
     """Cyclical kernel (Alg. 1) with automatic tuning (Alg. 2-5) when ``tune``."""
 
+    pcd_schedule = "acs"  # PCD learners follow ACS's Algorithm 6 (ebmlab.learning.acs_schedule)
+
     def __init__(
         self,
         steps_per_cycle: int,
