@@ -7,7 +7,14 @@ relative to ONE forward+backward of the network measured in the same run (goal: 
 (``learner=pcd_buffer``, 40 DMALA steps, batch 100) and AIS temperatures per second
 (GWG transitions, 100 chains).
 
+On CUDA (``--graphs auto``, issue 46) every sampler step is also timed captured as a CUDA
+graph (blocks of ``benchmarks.graphed.BLOCK`` steps through the chain runner, per step),
+interleaved with the eager steps, against a captured forward+backward; and the PCD iteration
+is timed both ways (a learner built under ``compile: none`` and one under ``compile: graph``,
+alternating rounds). On a CPU the graphed parts are skipped with a line saying so.
+
     python -m benchmarks.bench_resnet_ebm [--device auto|cpu|cuda] [--width 64] [--rounds 20]
+        [--graphs auto|off|stand-in]
 """
 
 from __future__ import annotations
@@ -20,7 +27,18 @@ import torch
 from hydra.utils import instantiate
 from omegaconf import OmegaConf
 
+from benchmarks.graphed import (
+    FWD_BWD_GRAPH,
+    GRAPH,
+    backend_for,
+    graphed_fwd_bwd,
+    graphed_steps,
+    per_step,
+    skip_line,
+    stand_in_note,
+)
 from benchmarks.harness import clocks_for, cuda_sync, describe, fmt_iqr, interleave, machine_info
+from ebmlab.core import graphs
 from ebmlab.metrics.ais import linear_betas
 from ebmlab.metrics.tempered_ais import tempered_ais_log_z
 from ebmlab.models.resnet_ebm import TemperedEBM
@@ -38,6 +56,7 @@ def main(argv=None) -> None:
     ap.add_argument("--rounds", "--steps", type=int, default=20, help="interleaved rounds")
     ap.add_argument("--ais-temps", type=int, default=20)
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--graphs", default="auto", choices=["auto", "off", "stand-in"])
     a = ap.parse_args(argv)
     dev = torch.device(
         ("cuda" if torch.cuda.is_available() else "cpu") if a.device == "auto" else a.device
@@ -49,6 +68,8 @@ def main(argv=None) -> None:
     gen = torch.Generator(device=dev).manual_seed(a.seed)
     sync = cuda_sync(dev) or (lambda: None)
     primary, cpu_clock = clocks_for(dev)
+    backend = backend_for(dev, a.graphs)
+    graphed_rows = []
     other = "wall" if primary == "cpu" else "cpu"
     n_params = sum(p.numel() for p in model.parameters())
     print(
@@ -84,15 +105,23 @@ def main(argv=None) -> None:
                 box["acc"].append(box["info"].accept_prob.float().mean())
 
             ops[name] = one
+        ratios = {name: (name, "fwd+bwd") for name in samplers}
+        if backend is not None:
+            ops[FWD_BWD_GRAPH] = graphed_fwd_bwd(model, x0, backend, gen)
+            for name, make in samplers.items():
+                ops[name + GRAPH], _ = graphed_steps(model, make(), x0, gen, backend)
+                ratios[f"{name}{GRAPH} / {FWD_BWD_GRAPH}"] = (name + GRAPH, FWD_BWD_GRAPH)
+                ratios[f"{name} / {name}{GRAPH}"] = (name, name + GRAPH)
         res = interleave(
             ops,
-            {name: (name, "fwd+bwd") for name in samplers},
+            ratios,
             rounds=a.rounds,
             warmup=2,
             reps=1,
             sync=cuda_sync(dev),
             cpu_clock=cpu_clock,
         ).summary()
+        res = per_step(res)
         fb = res["ops"]["fwd+bwd"][primary]["median"]
         for name in samplers:
             info, acc = boxes[name]["info"], float(torch.stack(boxes[name]["acc"]).mean())
@@ -102,29 +131,70 @@ def main(argv=None) -> None:
                 f"| {n} | {name} | {1 / t:.2f} | {info.n_log_prob} | {info.n_grad} | "
                 f"{acc:.2f} | {fmt_iqr(r[primary])} | {fb * 1e3:.1f} | {fmt_iqr(r[other])} |"
             )
+            if backend is not None:
+                g, ops_s, rat = name + GRAPH, res["ops"], res["ratios"]
+                graphed_rows.append(
+                    f"| {n} | {name} | {fmt_iqr(ops_s[name][primary], 1e3, 3)} "
+                    f"| {fmt_iqr(ops_s[g][primary], 1e3, 3)} "
+                    f"| {fmt_iqr(rat[f'{name} / {g}'][primary])} "
+                    f"| {fmt_iqr(rat[f'{g} / {FWD_BWD_GRAPH}'][primary])} "
+                    f"| {fmt_iqr(ops_s[FWD_BWD_GRAPH][primary], 1e3, 3)} |"
+                )
+    if backend is None:
+        print(f"\n{skip_line(dev, a.graphs)}")
+    else:
+        print(
+            f"\nEager vs CUDA-graphed steps ({primary} time, per step, interleaved; graphed = "
+            f"blocks replayed through the chain runner).{stand_in_note(backend)}\n\n"
+            "| chains | sampler | eager ms/step | graphed ms/step | speed-up "
+            "| graphed step / graphed fwd+bwd | graphed fwd+bwd ms |\n|---|---|---|---|---|---|---|"
+        )
+        print("\n".join(graphed_rows))
     # one PCD iteration (40 DMALA steps, batch 100, replay buffer 10,000)
-    learner = instantiate(OmegaConf.load(ROOT / "conf" / "learner" / "pcd_buffer.yaml"))
     data = model.sample_base(100, gen)
-    learner.setup(model, data, gen, DMALA(step_size=0.15, precond=None))
-    learner.update(model, data, gen)
-    sync()
-    t = time.perf_counter()
-    reps = 2
-    for _ in range(reps):
-        learner.update(model, data, gen)
-    sync()
-    it = (time.perf_counter() - t) / reps
+    modes = ("none", "graph") if dev.type == "cuda" and a.graphs == "auto" else ("none",)
+    learners = {m: pcd_learner(model, data, gen, m) for m in modes}
+    times = {m: [] for m in modes}
+    for r in range(max(2, a.rounds // 5)):
+        for m in modes if r % 2 == 0 else modes[::-1]:  # alternating order
+            sync()
+            t = time.perf_counter()
+            learners[m].update(model, data, gen)
+            sync()
+            times[m].append(time.perf_counter() - t)
+    it = sorted(times["none"])[len(times["none"]) // 2]
     t = time.perf_counter()
     betas = linear_betas(a.ais_temps + 1)
     tempered_ais_log_z(TemperedEBM(model), GWG(n_flips=1), betas, 100, gen, False)
     sync()
     ais = (time.perf_counter() - t) / a.ais_temps
+    if "graph" in times:
+        git = sorted(times["graph"])[len(times["graph"]) // 2]
+        pcd_graph = (
+            f"; graphed (compile: graph) {git:.3f} s ({it / git:.1f}x; 50,000 iterations: "
+            f"{git * 50000 / 3600:.1f} h)"
+        )
+    else:
+        pcd_graph = "; graphed: skipped (CUDA graphs need a GPU and --graphs auto)"
     print(
-        f"\nPCD iteration (40 DMALA steps, batch 100): {it:.3f} s "
-        f"(50,000 iterations: {it * 50000 / 3600:.1f} h)\n"
+        f"\nPCD iteration (40 DMALA steps, batch 100), medians of {len(times['none'])} "
+        f"alternating rounds: eager {it:.3f} s (50,000 iterations: {it * 50000 / 3600:.1f} h)"
+        f"{pcd_graph}\n"
         f"AIS (GWG, 100 chains): {1 / ais:.1f} temperatures/s "
         f"(300,000 temperatures x 500 chains: about {ais * 5 * 300000 / 3600:.1f} h if linear)"
     )
+
+
+def pcd_learner(model, data, gen, mode: str):
+    """``learner=pcd_buffer`` (40 DMALA steps) set up and run 3 iterations under
+    ``compile: <mode>``: its chain runners are made then, so it keeps that mode (graphed:
+    warmed up, captured, replayed)."""
+    with graphs.compile_mode(mode):
+        learner = instantiate(OmegaConf.load(ROOT / "conf" / "learner" / "pcd_buffer.yaml"))
+        learner.setup(model, data, gen, DMALA(step_size=0.15, precond=None))
+        for _ in range(3):
+            learner.update(model, data, gen)
+    return learner
 
 
 if __name__ == "__main__":

@@ -10,10 +10,16 @@ sampler are timed INTERLEAVED (``benchmarks.harness``: rotated order, per-round 
 median and quartiles over rounds), by thread CPU time and by wall time. Goal for the
 gradient samplers: step / (fwd+bwd) close to 1 (DMALA, GWG <= 1.3).
 
+On CUDA (``--graphs auto``) the same steps are also timed captured as CUDA graphs (issue 46:
+blocks of ``benchmarks.graphed.BLOCK`` steps replayed through the chain runner, per step),
+interleaved with the eager ones, against a graphed forward+backward; on a CPU that table is
+skipped with a line saying so (``--graphs stand-in`` runs its machinery on the CPU stand-in).
+
 Results: ``<out-dir>/<name>.md`` (table) and ``<name>.json`` (every number and the machine).
 
     python -m benchmarks.bench_samplers [--threads 1] [--rounds 200] [--device auto]
         [--cases ising:100,rbm:100,rbm:500] [--name samplers] [--out-dir outputs/bench]
+        [--graphs auto|off|stand-in]
 """
 
 from __future__ import annotations
@@ -27,6 +33,16 @@ import torch
 from hydra.utils import instantiate
 from omegaconf import OmegaConf
 
+from benchmarks.graphed import (
+    BLOCK,
+    GRAPH,
+    backend_for,
+    graphed_fwd_bwd,
+    graphed_steps,
+    per_step,
+    skip_line,
+    stand_in_note,
+)
 from benchmarks.harness import (
     clocks_for,
     cuda_sync,
@@ -114,8 +130,9 @@ def floor_ops(model, x0: torch.Tensor, gen: torch.Generator) -> dict:
     return dict(zip(FLOORS, (dula, dmala)))
 
 
-def bench_case(kind, chains, device, rounds, warmup, seed, cpu_clock) -> dict:
-    """Interleaved timing of fwd, fwd+bwd and one step of every sampler for one model."""
+def bench_case(kind, chains, device, rounds, warmup, seed, cpu_clock, backend=None) -> dict:
+    """Interleaved timing of fwd, fwd+bwd and one step of every sampler for one model; with a
+    capture ``backend`` also each sampler's graphed step and a graphed fwd+bwd."""
     model = make_model(kind, device)
     gen = torch.Generator(device=device).manual_seed(seed)
     x0 = (torch.rand(chains, model.dim, generator=gen, device=device) < 0.5).float()
@@ -141,11 +158,18 @@ def bench_case(kind, chains, device, rounds, warmup, seed, cpu_clock) -> dict:
     ops.update(floor_ops(model, x0, gen))
     ratios = {f"fwd / {REF}": ("fwd", REF)}
     ratios.update({f"{label} / {REF}": (label, REF) for label in (*SAMPLERS, *FLOORS)})
+    if backend is not None:
+        ops[REF + GRAPH] = graphed_fwd_bwd(model, x0, backend, gen)
+        for label in SAMPLERS:
+            ops[label + GRAPH], _ = graphed_steps(model, make_sampler(label), x0, gen, backend)
+            ratios[f"{label}{GRAPH} / {REF}{GRAPH}"] = (label + GRAPH, REF + GRAPH)
+            ratios[f"{label} / {label}{GRAPH}"] = (label, label + GRAPH)
     t0 = time.perf_counter()
     res = interleave(
         ops, ratios, rounds=rounds, warmup=warmup, sync=cuda_sync(device), cpu_clock=cpu_clock
     )
     seconds = time.perf_counter() - t0
+    summary = per_step(res.summary())
     # evaluation counts and acceptance from a few untimed steps
     counts = {}
     for label, box in boxes.items():
@@ -161,9 +185,39 @@ def bench_case(kind, chains, device, rounds, warmup, seed, cpu_clock) -> dict:
         "rounds": rounds,
         "seconds": seconds,
         "counts": counts,
-        "summary": res.summary(),
+        "graph_block": BLOCK if backend is not None else None,
+        "graph_backend": backend.name if backend is not None else None,
+        "summary": summary,
         "raw": res.raw(),
     }
+
+
+def graphed_markdown(cases: list[dict], primary: str, note: str = "") -> str:
+    """The eager-vs-graphed table (cases timed with a capture backend)."""
+    lines = [
+        f"\n## Eager vs CUDA-graphed steps ({primary} time)\n",
+        f"Graphed: blocks of {BLOCK} steps captured once and replayed through the chain runner "
+        "(`ebmlab.core.graphs`, the run's generator registered), timed per step, interleaved "
+        "with the eager ops above. Goal (issue 46): graphed step / graphed fwd+bwd <= 1.3."
+        f"{note}\n",
+        "| model | chains | sampler | eager ms/step | graphed ms/step | speed-up "
+        "| graphed step / graphed fwd+bwd | graphed fwd+bwd ms |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
+    for c in cases:
+        ops, rat = c["summary"]["ops"], c["summary"]["ratios"]
+        if REF + GRAPH not in ops:
+            continue
+        fb = fmt_iqr(ops[REF + GRAPH][primary], 1e3, 3)
+        for label in SAMPLERS:
+            g = label + GRAPH
+            lines.append(
+                f"| {c['model_label']} | {c['chains']} | {label} "
+                f"| {fmt_iqr(ops[label][primary], 1e3, 3)} | {fmt_iqr(ops[g][primary], 1e3, 3)} "
+                f"| {fmt_iqr(rat[f'{label} / {g}'][primary])} "
+                f"| {fmt_iqr(rat[f'{g} / {REF}{GRAPH}'][primary])} | {fb} |"
+            )
+    return "\n".join(lines) + "\n"
 
 
 def markdown(cases: list[dict], info: dict, args, primary: str) -> str:
@@ -185,6 +239,8 @@ def markdown(cases: list[dict], info: dict, args, primary: str) -> str:
     for c in cases:
         ops, rat = c["summary"]["ops"], c["summary"]["ratios"]
         for op in ops:
+            if op.endswith(GRAPH):
+                continue  # the eager-vs-graphed table below
             key = f"{op} / {REF}"
             r_p = fmt_iqr(rat[key][primary]) if key in rat else "1 (reference)"
             r_o = fmt_iqr(rat[key][other]) if key in rat else "1 (reference)"
@@ -207,7 +263,10 @@ def markdown(cases: list[dict], info: dict, args, primary: str) -> str:
         "accept test) with no state handling: a sampler's ratio minus its floor's is what its "
         "bookkeeping costs."
     )
-    return "\n".join(lines) + "\n"
+    graphed = any(REF + GRAPH in c["summary"]["ops"] for c in cases)
+    note = args.graphs_note if graphed else ""
+    tail = graphed_markdown(cases, primary, note) if graphed else f"\n{args.graphs_note}\n"
+    return "\n".join(lines) + "\n" + tail
 
 
 def main(argv=None) -> None:
@@ -224,6 +283,12 @@ def main(argv=None) -> None:
         help="primary clock: auto = thread CPU time on CPU at 1 thread, else wall",
     )
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument(
+        "--graphs",
+        default="auto",
+        choices=["auto", "off", "stand-in"],
+        help="graphed steps beside the eager ones: auto = on CUDA; stand-in = the CPU stand-in",
+    )
     ap.add_argument("--name", default="samplers")
     ap.add_argument("--out-dir", default=str(ROOT / "outputs" / "bench"))
     args = ap.parse_args(argv)
@@ -238,11 +303,17 @@ def main(argv=None) -> None:
         primary = args.clock
     info = machine_info(device)
     info["cpu_clock"] = cpu_clock.__name__
+    backend = backend_for(device, args.graphs)
+    args.graphs_note = skip_line(device, args.graphs) if backend is None else stand_in_note(backend)
+    if backend is None:
+        print(args.graphs_note)
     cases = []
     for spec in args.cases.split(","):
         kind, chains = spec.split(":")
         cases.append(
-            bench_case(kind, int(chains), device, args.rounds, args.warmup, args.seed, cpu_clock)
+            bench_case(
+                kind, int(chains), device, args.rounds, args.warmup, args.seed, cpu_clock, backend
+            )
         )
     info["load_average_end"] = list(os.getloadavg()) if hasattr(os, "getloadavg") else None
     md = markdown(cases, info, args, primary)
