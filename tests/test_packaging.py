@@ -19,7 +19,7 @@ from tests.helpers import run_cli
 
 tomllib = pytest.importorskip("tomllib")  # Python 3.11+
 REPO = Path(__file__).resolve().parents[1]
-MAPPED = {"ebmlab.conf": "conf", "ebmlab.paper_values": "scripts/paper_values"}
+MAPPED = {"ebmlab.conf": "conf"}
 USER_SAMPLER = """\
 # my_conf/sampler/my_dmala.yaml: DMALA with my step size
 _target_: ebmlab.samplers.dlp.DMALA
@@ -70,7 +70,7 @@ def test_wheel_ships_every_config_and_the_commands(tmp_path):
         (src / rel).parent.mkdir(parents=True, exist_ok=True)
         shutil.copy(REPO / rel, src / rel)
     ignore = shutil.ignore_patterns("__pycache__", "*.pyc")
-    for rel in ("ebmlab", "conf", "scripts/paper_values", "hydra_plugins"):
+    for rel in ("ebmlab", "conf", "hydra_plugins"):
         if (REPO / rel).is_dir():
             shutil.copytree(REPO / rel, src / rel, ignore=ignore)
     p = subprocess.run(
@@ -92,7 +92,7 @@ def test_wheel_ships_every_config_and_the_commands(tmp_path):
     assert yamls and not yamls - names, sorted(yamls - names)[:5]
     assert "ebmlab/conf/config.yaml" in names and "ebmlab/testing.py" in names
     assert "hydra_plugins/ebmlab_launchers/launchers.py" in names  # hydra/launcher=local|slurm
-    assert any(n.startswith("ebmlab/paper_values/") for n in names)
+    assert "ebmlab/conf/claims/dlp.yaml" in names  # the claims and the tables' paper values
     assert "ebmlab = ebmlab.run:cli" in entry_points
     assert "ebmlab-report = ebmlab.report.__main__:main" in entry_points
 

@@ -73,6 +73,8 @@ REPRODUCED, NOT_REPRODUCED, INCONCLUSIVE, NOT_RUN = (
     "inconclusive",
     "not run",
 )
+# the claims files are large: libyaml's safe loader where PyYAML has it (the same documents)
+SAFE_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 VERDICTS = (REPRODUCED, NOT_REPRODUCED, INCONCLUSIVE, NOT_RUN)
 NOISE_SE = 2.0  # a margin under this many standard errors is inconclusive
 # overrides that never make a run a different setting of a claim
@@ -93,7 +95,7 @@ def load_claims(paper: str) -> dict:
     path = CLAIMS_DIR / f"{paper}.yaml"
     if not path.exists():
         raise SystemExit(f"no claims file {path}; papers with claims: {', '.join(papers())}")
-    data = yaml.safe_load(path.read_text())
+    data = yaml.load(path.read_text(), Loader=SAFE_LOADER)
     for c in data["claims"]:
         if c.get("kind") not in KINDS:
             raise SystemExit(f"{path}: claim {c.get('id')}: kind must be one of {KINDS}")
@@ -106,6 +108,49 @@ def load_claims(paper: str) -> dict:
                 "less_than / greater_than claim"
             )
     return data
+
+
+def paper_table(name: str) -> dict[str, dict[str, float]]:
+    """The paper's values of table ``name`` that a report table puts beside ours (``paper:
+    <name>`` in an experiment's ``report:`` node): ``tables: <name>:`` of every claims file,
+    merged (a table may hold two papers' numbers), as row label -> metric -> number. A cell
+    that names a claim's id stands for that claim's ``paper:`` number, so a number is written
+    once (in its claim); a cell holding a number is one no claim judges."""
+    files = {p: load_claims(p) for p in papers()}
+    by_id = {c["id"]: c for data in files.values() for c in data["claims"]}
+    found, table, where = False, {}, {}
+    for p, data in files.items():
+        rows = (data.get("tables") or {}).get(name)
+        if rows is None:
+            continue
+        found = True
+        for label, cells in rows.items():
+            for metric, cell in (cells or {}).items():
+                if (label, metric) in where:
+                    raise SystemExit(
+                        f"paper table {name!r}: {label!r} {metric} is given twice "
+                        f"(conf/claims/{where[label, metric]}.yaml and conf/claims/{p}.yaml)"
+                    )
+                where[label, metric] = p
+                table.setdefault(str(label), {})[metric] = _paper_number(cell, by_id, name, p)
+            table.setdefault(str(label), {})
+    if not found:
+        known = sorted({t for data in files.values() for t in data.get("tables") or {}})
+        raise SystemExit(f"no paper table {name!r} in conf/claims/*.yaml; known: {known}")
+    return table
+
+
+def _paper_number(cell, by_id: dict, name: str, paper: str) -> float:
+    """A table cell's number: the cell itself, or the ``paper:`` of the claim it names."""
+    if isinstance(cell, (int, float)) and not isinstance(cell, bool):
+        return cell
+    claim = by_id.get(str(cell))
+    if claim is None or not isinstance(claim.get("paper"), (int, float)):
+        raise SystemExit(
+            f"conf/claims/{paper}.yaml, table {name!r}: {cell!r} is neither a number nor the id "
+            "of a claim whose `paper:` is a number"
+        )
+    return claim["paper"]
 
 
 def matches(run: dict, selector: dict) -> bool:

@@ -10,7 +10,7 @@
           group: [sampler, ...]     # row keys: overrides, group choices or dotted config keys
           metrics: [...]            # results.json metrics, mean ± std over seeds
           curve: [...]              # metrics.jsonl series drawn against `x` (default step, seconds)
-          paper: scripts/paper_values/<file>.yaml   # "<row label>": {metric: value}
+          paper: <name>             # a table of the claims files: conf/claims/*.yaml `tables:`
           where: {key: [values]}    # keep only these runs
           per: dataset              # one table per value of this key
           include: [other/experiment]       # add that experiment's runs (same scale)
@@ -28,7 +28,7 @@ from pathlib import Path
 
 import yaml
 
-from ebmlab.configs import PACKAGE_DIR
+from ebmlab.report.claims import paper_table
 from ebmlab.runs.layout import (  # noqa: F401  (the run layout, re-exported for the report)
     experiment_exists,
     experiment_file,
@@ -74,12 +74,7 @@ def experiments_of(item: dict, experiment: str) -> list[str]:
 
 
 def load_paper(item: dict) -> dict | None:
-    """A table's paper values: ``scripts/paper_values/<file>.yaml`` of the checkout, or the copy
-    an installed wheel ships as ``ebmlab/paper_values/<file>.yaml``."""
-    path = item.get("paper")
-    if not path:
-        return None
-    file = REPO / path
-    if not file.is_file() and Path(path).parent.as_posix() == "scripts/paper_values":
-        file = PACKAGE_DIR / "paper_values" / Path(path).name
-    return yaml.safe_load(file.read_text())
+    """A table's paper values (row label -> metric -> number): ``paper: <name>`` names a table
+    of the claims files (:func:`~ebmlab.report.claims.paper_table`)."""
+    name = item.get("paper")
+    return paper_table(str(name)) if name else None

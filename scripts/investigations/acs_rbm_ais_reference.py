@@ -31,7 +31,6 @@ import time
 from pathlib import Path
 
 import torch
-import yaml
 from hydra.utils import instantiate
 
 from ebmlab.learning.rbm_target import training_split
@@ -43,6 +42,7 @@ from ebmlab.metrics.ais import (
 )
 from ebmlab.metrics.tempered_ais import mean_log_prob
 from ebmlab.models.rbm import BernoulliRBM
+from ebmlab.report.claims import paper_table
 from ebmlab.runs.rundirs import collect
 from ebmlab.tasks.rbm_learning import ais_base_logits
 from ebmlab.utils.trained_weights import load_trained_weights, resolve_checkpoint
@@ -122,7 +122,7 @@ def main() -> None:
     out.mkdir(parents=True, exist_ok=True)
     path = out / "results.json"
     done = json.loads(path.read_text()) if path.exists() else {}
-    paper = yaml.safe_load((REPO / "scripts/paper_values/rbm_learning.yaml").read_text())
+    paper = paper_table("rbm_learning")  # ACS Table 1 (conf/claims/acs.yaml, tables:)
     for exp in EXPERIMENTS:
         for run in collect(a.root / "multirun" / exp / "paper"):
             ds, sampler = run["choices"]["dataset"], run["choices"]["sampler"]
