@@ -78,7 +78,7 @@ table-ising-sampling: $(STAMP) ## Ising sampling RMSE / ESS table + figures (DLP
 
 CLAIMS ?= all
 .PHONY: reproduce
-reproduce: $(STAMP) ## run (resuming) and judge the papers' claims: CLAIMS=dlp|acs|ab|rmwggis|grbm|all (DRY_RUN=1: print the sweeps)
+reproduce: $(STAMP) ## run the runs the papers' claims lack (finished or recorded ones are skipped, unfinished ones resume), then judge: CLAIMS=dlp|acs|ab|rmwggis|grbm|all (DRY_RUN=1: print the sweeps)
 	$(REPORT) reproduce $(CLAIMS) --scale $(SCALE) --run $(if $(ARGS),--args $(ARGS)) $(if $(DRY_RUN),--dry-run)
 
 .PHONY: reproduction-report
