@@ -4,7 +4,7 @@ The target is a small lattice Ising (5x5, sigma 0.1, bias 0.2 in the paper), who
 exact mean comes from enumerating all 2^d states. One loop step is one sampler step;
 every ``eval_every`` steps: RMSE of the running mean (over chains and time). At the end:
 ESS per step and per second (per-dimension ESS after ``burn_in``, averaged over
-dimensions and chains).
+dimensions and chains). The chains run as in every sampling task (:mod:`ebmlab.tasks.chains`).
 """
 
 from __future__ import annotations
@@ -15,27 +15,27 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor
 
-from ebmlab.core.loop import Cadence, LoopTask
-from ebmlab.core.state import ChainState
+from ebmlab.core.loop import Cadence
 from ebmlab.errors import ConfigError, check
 from ebmlab.metrics.ess import ess_per_dim
 from ebmlab.models.enumeration import exact_log_z_and_mean
+from ebmlab.tasks.chains import Chains, ChainTask
 from ebmlab.utils.plotting import side_by_side
 
 
 @dataclass
 class Parts:
     model: torch.nn.Module
-    sampler: object
     exact_mean: Tensor
-    state: ChainState
+    chains: Chains
     running: Tensor  # sum of all states so far, float64 [d]
     trace: Tensor  # uint8 [n_steps, chains, d]
 
 
-class IsingSampling(LoopTask):
+class IsingSampling(ChainTask):
     main_metric = "log_rmse"
     progress_desc = "Ising sampling"
+    checkpoint_keys = ("chains", "running", "trace")
 
     def __init__(
         self,
@@ -48,12 +48,12 @@ class IsingSampling(LoopTask):
     ):
         check(n_chains >= 1, "n_chains", f"must be >= 1 (got {n_chains})")
         check(0 <= burn_in < 1, "burn_in", f"must be a fraction in [0, 1) (got {burn_in})")
-        self.cad = Cadence(n_steps, eval_every, checkpoint_every)
+        self.cadence = Cadence(n_steps, eval_every, checkpoint_every)
         self.n_chains, self.burn_in, self.max_exact_dim = n_chains, burn_in, max_exact_dim
 
     def memory_estimate(self, cfg) -> dict[str, int]:
         d = int(cfg.model.n_side) ** 2 if "n_side" in cfg.model else self.max_exact_dim
-        return {"trace": self.cad.n_steps * self.n_chains * d, "enumeration": 2**d * d * 4}
+        return {"trace": self.cadence.n_steps * self.n_chains * d, "enumeration": 2**d * d * 4}
 
     def build(self, ctx) -> Parts:
         model = ctx.build("model").to(ctx.device)
@@ -69,21 +69,19 @@ class IsingSampling(LoopTask):
                 f"exact mean needs dim <= {self.max_exact_dim} "
                 f"(got {model.dim}); use a smaller lattice (model.n_side)",
             )
-        sampler = ctx.build("sampler")
+        sampler = self.build_sampler(ctx)
         _, exact_mean = exact_log_z_and_mean(model)
         d, dev = model.dim, ctx.device
         x0 = (torch.rand((self.n_chains, d), generator=ctx.generator, device=dev) < 0.5).float()
-        trace = torch.zeros(self.cad.n_steps, self.n_chains, d, dtype=torch.uint8, device=dev)
+        trace = torch.zeros(self.cadence.n_steps, self.n_chains, d, dtype=torch.uint8, device=dev)
         running = torch.zeros(d, device=dev, dtype=torch.float64)
-        return Parts(model, sampler, exact_mean, sampler.init(model, x0), running, trace)
-
-    def cadence(self, parts: Parts) -> Cadence:
-        return self.cad
+        chains = self.start_chains(ctx, model, sampler, x0)
+        return Parts(model, exact_mean, chains, running, trace)
 
     def step(self, p: Parts, step: int, ctx) -> dict:
-        p.state, info = p.sampler.step(p.model, p.state, ctx.generator)
-        p.trace[step - 1] = p.state.x.to(torch.uint8)
-        p.running += p.state.x.double().sum(0)
+        info = self.advance(p, step, ctx)
+        p.trace[step - 1] = p.chains.x.to(torch.uint8)
+        p.running += p.chains.x.double().sum(0)
         return info.totals()
 
     def evaluate(self, p: Parts, step: int, ctx) -> dict:
@@ -91,21 +89,8 @@ class IsingSampling(LoopTask):
         rmse = float(torch.sqrt(((mean.float() - p.exact_mean) ** 2).mean()))
         return {"rmse": rmse, "log_rmse": math.log(max(rmse, 1e-12))}
 
-    def state_dict(self, p: Parts) -> dict:
-        return {
-            **p.state.state_dict(),
-            "sampler": p.sampler.state_dict(),
-            "running": p.running,
-            "trace": p.trace,
-        }
-
-    def load_state_dict(self, p: Parts, d: dict) -> None:
-        p.state = p.state.restored(d)
-        p.sampler.load_state_dict(d["sampler"])
-        p.running, p.trace = d["running"].to(p.running.device), d["trace"].to(p.trace.device)
-
     def finish(self, p: Parts, history, ctx) -> dict:
-        seconds, n = ctx.elapsed(), self.cad.n_steps
+        seconds, n = ctx.elapsed(), self.cadence.n_steps
         b = int(self.burn_in * n)
         ess = float(ess_per_dim(p.trace[b:].float()).mean())
         steps, secs, lr = (
@@ -128,14 +113,11 @@ class IsingSampling(LoopTask):
             "ess": ess,
             "ess_per_step": ess / (n - b),
             "ess_per_second": ess / (seconds * (n - b) / n),  # post-burn-in share of the time
-            "accept_rate": totals.mean("accept_rate"),
-            "jump": totals.mean("jump"),
+            "jump": ctx.totals.mean("jump"),  # the sampler-cost block has the rest
             **(
                 {"proposal_flips": totals.mean("proposal_flips")}
                 if "proposal_flips" in totals.sums
                 else {}
             ),
-            "log_prob_evals_per_step": totals.mean("n_log_prob"),
-            "grad_evals_per_step": totals.mean("n_grad"),
             "seconds": seconds,
         }

@@ -15,8 +15,9 @@ Reported (and logged every ``log_every`` steps):
 
 Each run saves ``visits.pt`` (histogram) and ``ground_truth.pt`` (exact probabilities) and a
 heat map; ``python -m ebmlab.report table acs/fig1_toy`` puts the ground truth and every
-sampler side by side (ACS Fig. 1). ACS with ``tune: true`` is tuned (Alg. 2) before sampling
-and its time counted in ``seconds``; the paper's toy uses fixed schedules (tune: false).
+sampler side by side (ACS Fig. 1). A warm-up planned for the run (ACS with ``tune: true``,
+Alg. 2) runs before sampling, its time counted in ``seconds`` (:mod:`ebmlab.tasks.chains`);
+the paper's toy uses fixed schedules (tune: false).
 """
 
 from __future__ import annotations
@@ -26,12 +27,11 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor
 
-from ebmlab.core.loop import Cadence, LoopTask
-from ebmlab.core.state import ChainState
-from ebmlab.errors import ConfigError, check
+from ebmlab.core.loop import Cadence, Requirement
+from ebmlab.errors import check
 from ebmlab.models.multimodal_grid import MultimodalGrid
 from ebmlab.plotting.multimodal_2d import heatmap
-from ebmlab.samplers.acs import ACS
+from ebmlab.tasks.chains import Chains, ChainTask
 
 INITS = ("shared_random", "random")
 
@@ -52,21 +52,24 @@ def mode_masses(cells: Tensor, n_modes: int, prob: Tensor) -> Tensor:
 @dataclass
 class Parts:
     model: MultimodalGrid
-    sampler: object
-    state: ChainState
+    chains: Chains
     visits: Tensor  # float64 [S * S], row-major
     exact: Tensor  # exact probabilities [S, S]
     cells: Tensor  # nearest mode of each grid point [S * S]
     near: Tensor  # grid points within mode_radius of their mode [S * S]
-    tune: dict  # tune_steps, tune_seconds
 
 
-class Multimodal2D(LoopTask):
+class Multimodal2D(ChainTask):
     """Visit histogram of one sampler on the ACS toy (ACS Fig. 1). The reference code runs
     128 chains for 10,000 steps (1,000 for RW and AB)."""
 
     main_metric = "mode_tv"
     progress_desc = "2-D toy"
+    requires = {
+        "model": Requirement(MultimodalGrid, "model=multimodal_2d"),
+        "sampler": Requirement(),
+    }
+    checkpoint_keys = ("chains", "visits")
 
     def __init__(
         self,
@@ -83,7 +86,7 @@ class Multimodal2D(LoopTask):
         check(init in INITS, "init", f"must be one of {list(INITS)} (got {init!r})")
         check(mode_radius > 0, "mode_radius", f"must be > 0 (got {mode_radius})")
         check(log_every >= 1, "log_every", f"must be >= 1 (got {log_every})")  # Cadence: eval_every
-        self.cad = Cadence(n_steps, log_every, checkpoint_every)
+        self.cadence = Cadence(n_steps, log_every, checkpoint_every)
         self.n_chains, self.burn_in, self.init = n_chains, burn_in, init
         self.mode_radius = float(mode_radius)
 
@@ -99,39 +102,24 @@ class Multimodal2D(LoopTask):
         }
 
     def build(self, ctx) -> Parts:
-        check(ctx.has("model") and ctx.has("sampler"), "model", "needs a model and a sampler")
-        model = ctx.build("model").to(ctx.device)
-        check(isinstance(model, MultimodalGrid), "model", "needs the toy (model=multimodal_2d)")
-        sampler, g, dev, S = ctx.build("sampler"), ctx.generator, ctx.device, model.n_states
-        tuning = isinstance(sampler, ACS) and sampler.tune_enabled
-        if tuning:
-            try:
-                sampler.resolve_tune_budget(self.cad.n_steps)  # the budget fits the run
-            except ConfigError as e:
-                raise e.prefixed("sampler") from None
+        model, sampler = ctx.build("model").to(ctx.device), self.build_sampler(ctx)
+        g, dev, S = ctx.generator, ctx.device, model.n_states
         if self.init == "shared_random":
             x0 = torch.randint(0, S, (1, 2), generator=g, device=dev).float()
             x0 = x0.repeat(self.n_chains, 1)
         else:
             x0 = torch.randint(0, S, (self.n_chains, 2), generator=g, device=dev).float()
-        state, tune = sampler.init(model, x0), {"tune_steps": 0, "tune_seconds": 0.0}
-        if tuning:  # Algorithm 2 once before sampling; its time counts in ``seconds``
-            t0 = ctx.elapsed()
-            state, res = sampler.tune(model, state, g, self.cad.n_steps)
-            tune = {"tune_steps": int(res.n_steps), "tune_seconds": ctx.elapsed() - t0}
+        chains = self.start_chains(ctx, model, sampler, x0)
         cells, dist = grid_cells(model)
         near = dist.to(dev) <= self.mode_radius
         exact = model.grid_log_probs().exp().to(dev)
         visits = torch.zeros(S * S, dtype=torch.float64, device=dev)
-        return Parts(model, sampler, state, visits, exact, cells, near, tune)
-
-    def cadence(self, parts: Parts) -> Cadence:
-        return self.cad
+        return Parts(model, chains, visits, exact, cells, near)
 
     def step(self, p: Parts, step: int, ctx) -> dict:
-        p.state, info = p.sampler.step(p.model, p.state, ctx.generator)
+        info = self.advance(p, step, ctx)
         if step > self.burn_in:
-            xi = p.state.x.long()
+            xi = p.chains.x.long()
             ones = torch.ones(xi.shape[0], dtype=torch.float64, device=xi.device)
             p.visits.index_add_(0, xi[:, 0] * p.model.n_states + xi[:, 1], ones)
         return info.totals()
@@ -150,17 +138,8 @@ class Multimodal2D(LoopTask):
     def evaluate(self, p: Parts, step: int, ctx) -> dict:
         return self.scores(p) if step > self.burn_in else {}  # no histogram before burn-in
 
-    def state_dict(self, p: Parts) -> dict:
-        sampler = p.sampler.state_dict()
-        return dict(chain=p.state.state_dict(), sampler=sampler, visits=p.visits, tune=p.tune)
-
-    def load_state_dict(self, p: Parts, d: dict) -> None:
-        p.state = p.state.restored(d["chain"])
-        p.sampler.load_state_dict(d["sampler"])
-        p.visits, p.tune = d["visits"].to(p.visits.device), dict(d["tune"])
-
     def finish(self, p: Parts, history, ctx) -> dict:
-        n = self.cad.n_steps
+        n = self.cadence.n_steps
         emp = (p.visits / p.visits.sum()).reshape(p.exact.shape)
         torch.save(emp.float().cpu(), ctx.run_dir / "visits.pt")
         torch.save(p.exact.float().cpu(), ctx.run_dir / "ground_truth.pt")
@@ -170,8 +149,7 @@ class Multimodal2D(LoopTask):
         return {
             **self.scores(p),
             "n_modes": float(p.model.n_modes),
-            "accept_rate": ctx.totals.mean("accept_rate"),
-            "jump": ctx.totals.mean("jump"),
-            "tune_steps": float(p.tune["tune_steps"]),
-            "seconds": ctx.elapsed() + p.tune["tune_seconds"],
+            "jump": ctx.totals.mean("jump"),  # the sampler-cost block has the rest
+            "tune_steps": float(p.chains.tune_steps),
+            "seconds": ctx.elapsed() + p.chains.tune_seconds,
         }

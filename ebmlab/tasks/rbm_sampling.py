@@ -2,10 +2,11 @@
 
 Protocol (PROTOCOLS.md "RBM sampling"): the CD-trained target RBM, its block-Gibbs ground
 truth and the chains' shared initial state (``init``: random or mode, ACS Fig. 6) come from
-:mod:`ebmlab.learning.rbm_target`; ACS with ``tune: true`` is tuned (Alg. 2) from there first.
-One loop step is one sampler step. Every ``eval_every`` steps (and at step 0): log MMD^2
-(kernel exp(-Hamming/d), V-statistic) of the chains against the references, vs steps and vs
-seconds of sampling (ACS's tuning included). At the end: ESS (per dimension after
+:mod:`ebmlab.learning.rbm_target`; a warm-up planned for the run (ACS's tuning, Alg. 2) runs
+from there first (:mod:`ebmlab.tasks.chains`). One loop step is one sampler step. Every
+``eval_every`` steps (and at step 0): log MMD^2 (kernel exp(-Hamming/d), V-statistic) of
+the chains against the references, vs steps and vs seconds of sampling (ACS's tuning
+included). At the end: ESS (per dimension after
 ``burn_in``, over the first ``ess_chains`` chains) and image grids.
 """
 
@@ -18,9 +19,9 @@ from pathlib import Path
 import torch
 from torch import Tensor
 
-from ebmlab.core.loop import Cadence, LoopTask
-from ebmlab.core.state import ChainState
-from ebmlab.errors import ConfigError, check
+from ebmlab.core.loop import Cadence, Requirement
+from ebmlab.data.binary_images import BinaryImages
+from ebmlab.errors import check
 from ebmlab.learning.cd import CD
 from ebmlab.learning.rbm_target import (
     TRAIN_SPLITS,
@@ -34,7 +35,7 @@ from ebmlab.metrics.ess import ess_per_dim
 from ebmlab.metrics.mmd import mmd2_exp_hamming
 from ebmlab.models.rbm import BernoulliRBM
 from ebmlab.plotting.rbm_sampling import comparison_figure
-from ebmlab.samplers.acs import ACS
+from ebmlab.tasks.chains import Chains, ChainTask
 from ebmlab.utils.plotting import image_grid
 
 
@@ -45,17 +46,23 @@ def log_mmd(x: Tensor, ref: Tensor) -> float:
 @dataclass
 class Parts:
     model: BernoulliRBM
-    sampler: object
+    chains: Chains
     ref: Tensor  # ground-truth references [gt_n_ref, V]
     x0: Tensor
-    state: ChainState
     trace: Tensor  # uint8 [n_steps, ess_chains, V]
     info: dict  # known before sampling: split, floor, step-0 log MMD, tuning, mode class
 
 
-class RBMSampling(LoopTask):
+class RBMSampling(ChainTask):
     main_metric = "log_mmd"
     progress_desc = "RBM sampling"
+    requires = {
+        "dataset": Requirement(BinaryImages, "a binary image dataset"),
+        "model": Requirement(BernoulliRBM, "model=rbm", {"n_visible": "dataset.dim"}),
+        "sampler": Requirement(),
+        "learner": Requirement(CD, "learner=cd: it trains the target RBM"),
+    }
+    checkpoint_keys = ("chains", "trace", "info")
 
     def __init__(
         self,
@@ -81,7 +88,7 @@ class RBMSampling(LoopTask):
         check(1 <= ess_chains <= n_chains, "ess_chains", f"in [1, n_chains={n_chains}]")
         check(n_steps - int(burn_in * n_steps) >= 4, "burn_in", "leaves < 4 steps for ESS")
         check(n_show >= 0, "n_show", f"must be >= 0 (got {n_show})")
-        self.cad = Cadence(n_steps, eval_every, checkpoint_every)
+        self.cadence = Cadence(n_steps, eval_every, checkpoint_every)
         self.gt = GroundTruth(gt_n_ref, gt_n_floor, gt_steps, gt_seed)
         self.n_chains, self.init, self.train_split = n_chains, init, train_split
         self.burn_in, self.ess_chains = burn_in, ess_chains
@@ -90,27 +97,15 @@ class RBMSampling(LoopTask):
     def memory_estimate(self, cfg) -> dict[str, int]:
         v, n = int(cfg.model.n_visible), self.n_chains
         return {
-            "trace": self.cad.n_steps * self.ess_chains * v,
+            "trace": self.cadence.n_steps * self.ess_chains * v,
             "ground_truth": (self.gt.n_ref + self.gt.n_floor) * v * 4,
             "chains": 4 * n * v * 4,  # x, grad, proposal, flip probabilities
             "mmd_kernel": (n + self.gt.n_ref) ** 2 * 8,
         }
 
     def build(self, ctx) -> Parts:
-        for group in ("dataset", "model", "sampler", "learner"):
-            check(ctx.has(group), group, f"rbm_sampling needs a {group}")
-        data, m = ctx.build("dataset"), ctx.cfg.model
-        check(m._target_ == "ebmlab.models.rbm.BernoulliRBM", "model", "needs model=rbm")
-        check(int(m.n_visible) == data.dim, "model.n_visible", f"must be {data.dim} (dataset)")
-        cd = ctx.build("learner")
-        check(isinstance(cd, CD), "learner", "rbm_sampling trains its target RBM with learner=cd")
-        sampler, n = ctx.build("sampler"), self.cad.n_steps
-        tuning = isinstance(sampler, ACS) and sampler.tune_enabled
-        if tuning:
-            try:
-                sampler.resolve_tune_budget(n)  # the budget fits the run
-            except ConfigError as e:
-                raise e.prefixed("sampler") from None
+        data, m, cd = ctx.build("dataset"), ctx.cfg.model, ctx.build("learner")
+        sampler, n = self.build_sampler(ctx), self.cadence.n_steps
         split, train = training_split(data, self.train_split, need_labels=self.init == "mode")
         key, verbose = rbm_cache_key(m, data, split, cd), bool(ctx.cfg.progress)
         model, ref, floor_set, cached = target_and_ground_truth(
@@ -119,46 +114,35 @@ class RBMSampling(LoopTask):
         # the shared initial state: drawn from the run's generator before any sampler draw
         x0, info = initial_states(model, train, self.init, self.n_chains, ctx.generator)
         info.update(train_split=split, rbm_cached=cached, log_mmd_floor=log_mmd(floor_set, ref))
-        info.update(tune_steps=0, tune_seconds=0.0)
-        state = sampler.init(model, x0)
-        if tuning:  # Algorithm 2 once before sampling; its time counts on the seconds axis
-            t0 = ctx.elapsed()
-            state, res = sampler.tune(model, state, ctx.generator, n)
-            info.update(tune_steps=int(res.n_steps), tune_seconds=ctx.elapsed() - t0)
-            info.update(alpha_max=float(res.alpha_max), alpha_min=float(res.alpha_min))
-        info["log_mmd_0"] = log_mmd(state.x, ref)
-        # step 0 of the curves (a resumed run's metrics file is cut back to its checkpoint)
-        row0 = {"log_mmd": info["log_mmd_0"], "log_mmd_floor": info["log_mmd_floor"]}
-        ctx.log({**row0, "seconds": info["tune_seconds"]}, step=0)
         trace = torch.zeros(n, self.ess_chains, x0.shape[1], dtype=torch.uint8, device=ctx.device)
-        return Parts(model, sampler, ref, x0, state, trace, info)
+        chains = self.start_chains(ctx, model, sampler, x0)
+        return Parts(model, chains, ref, x0, trace, info)
 
-    def cadence(self, parts: Parts) -> Cadence:
-        return self.cad
+    def warm_up(self, p: Parts, ctx) -> None:
+        super().warm_up(p, ctx)  # step 0 of the curves is after the warm-up
+        runner, c = p.chains.runner, p.chains
+        p.info.update(tune_steps=c.tune_steps, tune_seconds=c.tune_seconds)
+        if c.tune_steps:  # the tuned kernel's scalar parameters (ACS: alpha_max, alpha_min)
+            params = runner.kernel.state_dict().items()
+            p.info.update({k: v for k, v in params if isinstance(v, float)})
+        p.info["log_mmd_0"] = log_mmd(c.x, p.ref)
+        row0 = {"log_mmd": p.info["log_mmd_0"], "log_mmd_floor": p.info["log_mmd_floor"]}
+        ctx.log({**row0, "seconds": c.tune_seconds}, step=0)
 
     def step(self, p: Parts, step: int, ctx) -> dict:
-        p.state, info = p.sampler.step(p.model, p.state, ctx.generator)
-        p.trace[step - 1] = p.state.x[: self.ess_chains].to(torch.uint8)
+        info = self.advance(p, step, ctx)
+        p.trace[step - 1] = p.chains.x[: self.ess_chains].to(torch.uint8)
         return info.totals()
 
     def evaluate(self, p: Parts, step: int, ctx) -> dict:
         return {
-            "log_mmd": log_mmd(p.state.x, p.ref),
+            "log_mmd": log_mmd(p.chains.x, p.ref),
             "log_mmd_floor": p.info["log_mmd_floor"],
             "seconds": ctx.elapsed() + p.info["tune_seconds"],  # replaces the loop's seconds
         }
 
-    def state_dict(self, p: Parts) -> dict:
-        sampler = p.sampler.state_dict()
-        return dict(chain=p.state.state_dict(), sampler=sampler, trace=p.trace, info=p.info)
-
-    def load_state_dict(self, p: Parts, d: dict) -> None:
-        p.state = p.state.restored(d["chain"])
-        p.sampler.load_state_dict(d["sampler"])
-        p.trace, p.info = d["trace"].to(p.trace.device), dict(d["info"])
-
     def finish(self, p: Parts, history, ctx) -> dict:
-        n, info = self.cad.n_steps, dict(p.info)
+        n, info = self.cadence.n_steps, dict(p.info)
         b = int(self.burn_in * n)
         ess = float(ess_per_dim(p.trace[b:].float()).mean())
         samp = max(ctx.elapsed(), 1e-12)  # sampling only, tuning excluded
@@ -172,25 +156,21 @@ class RBMSampling(LoopTask):
         ctx.save_figure(fig, "log_mmd", step=n)
         if self.n_show:
             for x, fig_name, sub in (
-                (p.state.x, "samples", f"{name}: final chains"),
+                (p.chains.x, "samples", f"{name}: final chains"),
                 (p.ref, "ground_truth", "block Gibbs ground truth"),
                 (p.x0, "init", f"initial states ({self.init})"),
             ):
                 show = x[: self.n_show].reshape(-1, *ctx.cfg.dataset.image_shape).cpu().numpy()
                 ctx.save_figure(image_grid(show, title=sub), fig_name, step=n)
         tail = lm[-max(1, len(lm) // 10) :]
-        totals = ctx.totals
         return {
             "log_mmd": lm[-1],
             "log_mmd_tail_mean": sum(tail) / len(tail),  # last 10% of evaluations
             "log_mmd_mean": sum(lm[1:]) / max(1, len(lm) - 1),  # every evaluation after step 0
             "log_mmd_floor": info.pop("log_mmd_floor"),
             "ess": ess,
+            "jump": ctx.totals.mean("jump"),  # the sampler-cost block has the rest
             "ess_per_second": ess / (samp * (n - b) / n),  # post-burn-in share of the time
-            "accept_rate": totals.mean("accept_rate"),
-            "jump": totals.mean("jump"),
-            "log_prob_evals_per_step": totals.mean("n_log_prob"),
-            "grad_evals_per_step": totals.mean("n_grad"),
             "seconds": samp + info["tune_seconds"],
             "seconds_per_step": samp / n,
             **info,  # train_split, rbm_cached, tune_steps, tune_seconds, [alpha_*, mode_class*]

@@ -151,6 +151,7 @@ def test_tasks_put_restored_traces_and_buffers_on_their_device():
     """Traces, running sums, histograms and ESS summaries restored from a checkpoint go to the
     device of the tensors the task built (not wherever the checkpoint was loaded)."""
     from ebmlab.core.chain import ChainRunner
+    from ebmlab.tasks.chains import Chains
     from ebmlab.tasks.ising_sampling import IsingSampling
     from ebmlab.tasks.multimodal_2d import Multimodal2D
     from ebmlab.tasks.rbm_sampling import RBMSampling
@@ -159,14 +160,21 @@ def test_tasks_put_restored_traces_and_buffers_on_their_device():
     nothing = SimpleNamespace(load_state_dict=lambda d: None)
     chain = {"x": torch.ones(4, 3), "log_prob": torch.ones(4), "grad": torch.ones(4, 3)}
 
+    def chains():  # a sampling task's chains: a kernel's runner with its chains on META
+        runner = _bare(ChainRunner)  # (no META generator to build one with)
+        runner.state, runner.adaptation, runner._kernel = _chains(META), None, nothing
+        return Chains(runner)
+
+    saved = {"runner": {"steps": 3, "chain": chain, "adaptation": None, "frozen": True,
+                        "kernel": {}}, "tune": [0, 0.0]}  # fmt: skip
     p = SimpleNamespace(
-        state=_chains(META), sampler=nothing, running=torch.zeros(3, device=META),
+        chains=chains(),
+        running=torch.zeros(3, device=META),
         trace=torch.zeros(5, 4, 3, device=META),
-    )  # fmt: skip
-    _bare(IsingSampling).load_state_dict(
-        p, {**chain, "sampler": {}, "running": torch.ones(3), "trace": torch.ones(5, 4, 3)}
     )
-    assert {p.state.x.device, p.running.device, p.trace.device} == {META}
+    d = {"chains": saved, "running": torch.ones(3), "trace": torch.ones(5, 4, 3)}
+    _bare(IsingSampling).load_state_dict(p, d)
+    assert {p.chains.x.device, p.running.device, p.trace.device} == {META}
 
     runner = _bare(ChainRunner)  # a kernel's runner: chains on META (no META generator)
     runner.state, runner.adaptation, runner._kernel, runner.steps = _chains(META), None, nothing, 0
@@ -176,15 +184,13 @@ def test_tasks_put_restored_traces_and_buffers_on_their_device():
     _bare(SamplerESS).load_state_dict(p, d)
     assert {p.runner.state.x.device, p.summary.device} == {META}
 
-    p = SimpleNamespace(state=_chains(META), sampler=nothing, trace=torch.zeros(2, device=META))
-    d = {"chain": chain, "sampler": {}, "trace": torch.ones(2), "info": {}}
-    _bare(RBMSampling).load_state_dict(p, d)
-    assert {p.state.x.device, p.trace.device} == {META}
+    p = SimpleNamespace(chains=chains(), trace=torch.zeros(2, device=META), info={})
+    _bare(RBMSampling).load_state_dict(p, {"chains": saved, "trace": torch.ones(2), "info": {}})
+    assert {p.chains.x.device, p.trace.device} == {META}
 
-    p = SimpleNamespace(state=_chains(META), sampler=nothing, visits=torch.zeros(9, device=META))
-    d = {"chain": chain, "sampler": {}, "visits": torch.ones(9), "tune": {}}
-    _bare(Multimodal2D).load_state_dict(p, d)
-    assert {p.state.x.device, p.visits.device} == {META}
+    p = SimpleNamespace(chains=chains(), visits=torch.zeros(9, device=META))
+    _bare(Multimodal2D).load_state_dict(p, {"chains": saved, "visits": torch.ones(9)})
+    assert {p.chains.x.device, p.visits.device} == {META}
 
 
 def test_pcd_buffer_is_restored_on_the_learners_device():

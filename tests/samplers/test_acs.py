@@ -11,6 +11,7 @@ import pytest
 import torch
 from omegaconf import OmegaConf
 
+from ebmlab.core.chain import ChainRunner
 from ebmlab.errors import ConfigError
 from ebmlab.models.base import EnergyModel
 from ebmlab.samplers import proposals
@@ -275,6 +276,13 @@ def _tune_target():
     return frustrated_ising(d=32, coupling=0.2, seed=1)
 
 
+def tune(s: ACS, model, x, gen, n_steps_total: int):
+    """Algorithm 2 as a run does it: the chain runner steps the adaptation to its end."""
+    runner = ChainRunner(model, s, s.init(model, x), gen, run_steps=n_steps_total)
+    assert runner.warm_up() == s.result().n_steps and s.done
+    return runner.state, s.result()
+
+
 def _tune(target_accept: float):
     model = Counting(_tune_target())
     gen = torch.Generator().manual_seed(0)
@@ -287,7 +295,7 @@ def _tune(target_accept: float):
         beta_candidates=5,
         tune_budget=400,
     )
-    state, res = s.tune(model, random_init(model, 64, gen), gen, n_steps_total=2000)
+    state, res = tune(s, model, random_init(model, 64, gen), gen, n_steps_total=2000)
     return s, model, state, res, gen
 
 
@@ -299,7 +307,7 @@ def tuned():
 def test_tune_bounds_schedule_and_cost(tuned):
     s, model, state, res, _ = tuned
     assert res.budget == 400 and res.n_steps <= res.budget
-    assert model.calls == res.n_log_prob == res.n_steps + 1  # +1: init of the bare tensor
+    assert model.calls == res.n_log_prob + 1 == res.n_steps + 1  # +1: init of the chains
     assert s.tuner.alpha_floor <= res.alpha_min <= res.alpha_max <= s.tuner.alpha_ceil
     assert s.tuned and s.cycle_position == 0
     installed = (s.alpha_max, s.alpha_min, s.beta_sched)
@@ -342,7 +350,7 @@ def test_tuned_cycle_is_exact():
     model = strong_rbm()
     gen = torch.Generator().manual_seed(0)
     s = acs(steps_per_cycle=4, burnin_steps=10, burnin_mh_steps=8, tune_budget=100)
-    s.tune(model, random_init(model, 64, gen), gen, n_steps_total=100)
+    tune(s, model, random_init(model, 64, gen), gen, n_steps_total=100)
     p = exact_probs(model)
     q = p
     for k in s.kernels():
@@ -358,7 +366,7 @@ def test_state_dict_roundtrip_resumes_identically(tmp_path):
     model = strong_rbm()
     gen = torch.Generator().manual_seed(0)
     s = acs(steps_per_cycle=4, burnin_steps=5, burnin_mh_steps=4, tune_budget=60)
-    state, _ = s.tune(model, random_init(model, 32, gen), gen, n_steps_total=500)
+    state, _ = tune(s, model, random_init(model, 32, gen), gen, n_steps_total=500)
     for _ in range(7):
         state, _ = s.step(model, state, gen)
     torch.save({"sampler": s.state_dict(), "gen": gen.get_state()}, tmp_path / "ck.pt")
@@ -414,13 +422,13 @@ def test_budget_checks_before_sampling():
     gen = torch.Generator().manual_seed(0)
     x = random_init(model, 4, gen)
     with pytest.raises(ConfigError, match="must not exceed the run") as e:
-        acs(tune_budget=1000).tune(model, x, gen, n_steps_total=500)
+        acs(tune_budget=1000).plan(500)
     assert e.value.key == "tune_budget"
     with pytest.raises(ConfigError, match="needs >=") as e:
-        acs().tune(model, x, gen, n_steps_total=1000)  # 10% = 100 < 300 steps needed
+        acs().plan(1000)  # 10% = 100 < 300 steps needed
     assert e.value.key == "tune_budget"
     assert model.calls == 0  # nothing was evaluated
-    with pytest.raises(RuntimeError, match="not tuned"):
+    with pytest.raises(RuntimeError, match="run's length"):
         s = acs()
         s.step(model, s.init(model, x), gen)
 

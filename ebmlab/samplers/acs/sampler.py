@@ -1,26 +1,29 @@
 """The Automatic Cyclical Sampler as configured (ACS; Pynadath et al., ICML 2024).
 
-:class:`ACS` is the cyclical kernel of Algorithm 1 (:mod:`ebmlab.samplers.acs.kernel`) plus
-the settings of its automatic tuning (Algorithms 2-5, :mod:`ebmlab.samplers.acs.tune`). With
-``tune: true`` a task calls :meth:`ACS.tune` before sampling, which installs the tuned,
-then fixed, schedule; with ``tune: false`` the schedule is built from ``alpha_max`` /
-``alpha_min`` (Eq. 8) and the cosine beta interpolation. ACS for PCD (Algorithm 6) is a
-learner's schedule: :mod:`ebmlab.learning.acs_schedule`.
+:class:`ACS` is the cyclical kernel of Algorithm 1 (:mod:`ebmlab.samplers.acs.kernel`) and
+an :class:`~ebmlab.core.protocols.Adaptation`: with ``tune: true`` its steps are Algorithm 2's
+(:class:`~ebmlab.samplers.acs.tune.ACSTuning`, budget planned from the run's length) until
+the schedule is found, and :meth:`ACS.frozen` returns the fixed cyclical kernel with that
+schedule; with ``tune: false`` it is done from the start and frozen with the schedule built
+from ``alpha_max`` / ``alpha_min`` (Eq. 8) and the cosine beta interpolation.
+:class:`ebmlab.core.chain.ChainRunner` runs either; nobody calls a tuning by hand. ACS for
+PCD (Algorithm 6) is a learner's schedule: :mod:`ebmlab.learning.acs_schedule`.
 """
 
 from __future__ import annotations
 
 import torch
-from torch import Tensor
 
 from ebmlab.errors import check
 from ebmlab.samplers.acs.kernel import CyclicalKernel
-from ebmlab.samplers.acs.tune import ACSTuner, TuneResult
+from ebmlab.samplers.acs.tune import ACSTuner, ACSTuning, TuneResult
 from ebmlab.samplers.base import ChainState
 
 
 class ACS(CyclicalKernel):
-    """Cyclical kernel (Alg. 1) with automatic tuning (Alg. 2-5) when ``tune``."""
+    """Cyclical kernel (Alg. 1) whose schedule is tuned (Alg. 2-5) as its warm-up when ``tune``."""
+
+    pcd_schedule = "acs"  # in PCD it follows ACS's schedule (Algorithm 6, learning.acs_schedule)
 
     pcd_schedule = "acs"  # PCD learners follow ACS's Algorithm 6 (ebmlab.learning.acs_schedule)
 
@@ -67,41 +70,61 @@ class ACS(CyclicalKernel):
                 f"must be >= {need} steps for burn-in + balancing schedule + one round of each "
                 f"alpha search (got {tune_budget})",
             )
-        self.tuned = False
+        self.tuned = False  # the tuning is done (set by ACS-PCD's re-tuning too)
+        self.tuning: ACSTuning | None = None  # Algorithm 2 in progress, once planned
 
-    def resolve_tune_budget(self, n_steps_total: int) -> int:
-        """The tuning budget in steps for a run of ``n_steps_total`` sampling steps."""
-        return self.tuner.resolve_tune_budget(self.steps_per_cycle, n_steps_total)
+    @property
+    def done(self) -> bool:
+        """Nothing (left) to tune: ``tune: false``, or Algorithm 2 has found the schedule."""
+        return not self.tune_enabled or self.tuned
 
-    def tune(
-        self, model, x: Tensor | ChainState, generator: torch.Generator, n_steps_total: int
-    ) -> tuple[ChainState, TuneResult]:
-        """Algorithm 2 within the budget for a run of ``n_steps_total`` sampling steps.
-
-        ``x`` is the initial states [chains, ...] or a ChainState. Installs the schedule,
-        resets the cycle to position 0 and returns (state after tuning, TuneResult)."""
-        budget = self.resolve_tune_budget(n_steps_total)
-        fresh = not isinstance(x, ChainState)
-        state = self.init(model, x) if fresh else x
-        state, res = self.tuner.tune(self, model, state, generator, budget)
-        self.set_schedule(res.alpha_max, res.alpha_min, res.beta_schedule)
-        self.tuned = True
-        self.reset_cycle()
-        res.n_log_prob += int(fresh)  # the initial evaluation of a bare tensor
-        res.n_grad += int(fresh)
-        return state, res
+    def plan(self, run_steps: int) -> None:
+        """Fix the tuning budget for a run of ``run_steps`` sampling steps (ConfigError when
+        Algorithm 2 cannot fit); the tuning's steps come before the run's."""
+        if not self.tune_enabled or self.tuning is not None:
+            return
+        budget = self.tuner.resolve_tune_budget(self.steps_per_cycle, run_steps)
+        self.tuning = ACSTuning(self.tuner, self, budget)
 
     def step(self, model, state: ChainState, generator: torch.Generator):
-        if self.tune_enabled and not self.tuned:
-            raise RuntimeError(
-                "ACS has tune=true but was not tuned: call sampler.tune(model, x, generator, "
-                "n_steps_total) before sampling, or set tune=false with alpha_max/alpha_min"
-            )
-        return super().step(model, state, generator)
+        """One step of Algorithm 2 while tuning (then installs the schedule, cycle at 0), else
+        one step of Algorithm 1."""
+        if self.done:
+            return super().step(model, state, generator)
+        if self.tuning is None:
+            raise RuntimeError("ACS with tune=true needs the run's length: ChainRunner(run_steps=)")
+        state, info = self.tuning.step(model, state, generator)
+        if self.tuning.done:
+            res = self.tuning.result()
+            self.set_schedule(res.alpha_max, res.alpha_min, res.beta_schedule)
+            self.reset_cycle()
+            self.tuned = True
+        return state, info
+
+    def result(self) -> TuneResult | None:
+        """The tuning's schedule and cost (None without tuning)."""
+        return None if self.tuning is None else self.tuning.result()
+
+    def frozen(self) -> CyclicalKernel:
+        """The fixed cyclical kernel with this schedule, at cycle position 0."""
+        if not self.done:
+            raise RuntimeError("ACS tuning is not done")
+        k = CyclicalKernel(
+            self.steps_per_cycle, self.alpha_max, self.alpha_min, self.beta_max, self.beta_min,
+            self.mh, self.state_kind,
+        )  # fmt: skip
+        k.set_schedule(self.alpha_max, self.alpha_min, self.beta_sched)
+        return k
 
     def state_dict(self) -> dict:
-        return {**super().state_dict(), "tuned": self.tuned}
+        mid_way = self.tuning is not None and not self.tuned  # once done, the schedule suffices
+        tuning = self.tuning.state_dict() if mid_way else None
+        return {**super().state_dict(), "tuned": self.tuned, "tuning": tuning}
 
     def load_state_dict(self, d: dict) -> None:
         super().load_state_dict(d)
         self.tuned = bool(d["tuned"])
+        if d.get("tuning") is not None:
+            if self.tuning is None:
+                raise RuntimeError("ACS: plan(run_steps) before restoring a tuning in progress")
+            self.tuning.load_state_dict(d["tuning"])

@@ -1,9 +1,10 @@
 """Automatic tuning of the ACS schedule (Pynadath et al., ICML 2024, Algorithms 2-5).
 
-:meth:`ACSTuner.tune` (Algorithm 2) runs InitBurnin (Alg. 3), EstimateAlpha for alpha_min
-and alpha_max (Alg. 4) and EstimateBalSched (Alg. 5) within a step budget, advancing the
-chains, and returns the FROZEN schedule (a :class:`TuneResult`) for a
-:class:`~ebmlab.samplers.acs.kernel.CyclicalKernel`. EstimateAlpha is also what ACS's PCD
+:class:`ACSTuning` is Algorithm 2 one proposal at a time: InitBurnin (Alg. 3), EstimateAlpha
+for alpha_min and alpha_max (Alg. 4) and EstimateBalSched (Alg. 5) within a step budget,
+advancing the chains; when done, its :class:`TuneResult` is the FROZEN schedule of a
+:class:`~ebmlab.samplers.acs.kernel.CyclicalKernel`. :class:`ACSTuner` holds the settings,
+the budget arithmetic, and :meth:`ACSTuner.estimate_alpha` in one call, which ACS's PCD
 schedule (Algorithm 6, :mod:`ebmlab.learning.acs_schedule`) re-runs during training.
 """
 
@@ -14,7 +15,7 @@ from dataclasses import dataclass, field
 
 import torch
 
-from ebmlab.errors import check
+from ebmlab.errors import ConfigError, check
 from ebmlab.samplers.acs.kernel import (
     CyclicalKernel,
     alpha_schedule,
@@ -120,26 +121,11 @@ class ACSTuner:
         )
         return budget
 
-    # -- Algorithms 3-5 ---------------------------------------------------------------
+    # -- Algorithm 4, as one call (the PCD schedule, Algorithm 6, re-runs it) ------------
     @staticmethod
     def _trial(model, state, generator, alpha, beta, space):
         new, info = kernel_step(model, state, generator, alpha, beta, True, space)
         return new, float(info.accept_prob.float().mean())
-
-    def init_burnin(self, kernel: CyclicalKernel, model, state, generator, space) -> ChainState:
-        """Algorithm 3: unadjusted steps at (alpha_ceil, beta_max), then floor(l_MH / s) MH
-        cycles of the naive schedule (Eq. 8 between ceil/floor and beta_max/beta_min)."""
-        for _ in range(self.burnin_steps):
-            state, _ = kernel_step(
-                model, state, generator, self.alpha_ceil, kernel.beta_max, False, space
-            )
-        sc = kernel.steps_per_cycle
-        a_s = alpha_schedule(self.alpha_ceil, self.alpha_floor, sc)
-        b_s = cosine_beta_schedule(kernel.beta_max, kernel.beta_min, sc)
-        for _ in range(self.burnin_mh_steps // sc):
-            for a, b in zip(a_s, b_s):
-                state, _ = kernel_step(model, state, generator, a, b, True, space)
-        return state
 
     def estimate_alpha(
         self,
@@ -189,69 +175,173 @@ class ACSTuner:
                 trace.append({"phase": phase, "alpha": bound, "beta": beta, "accept": rho_cur})
         return bound, state, used
 
-    def estimate_balancing_schedule(
-        self,
-        kernel: CyclicalKernel,
-        model,
-        state: ChainState,
-        generator: torch.Generator,
-        space: StateSpace,
-        alpha_sched: list[float],
-        alpha_min: float,
-        trace: list | None = None,
-    ) -> tuple[list[float], ChainState, int]:
-        """Algorithm 5 (EstimateBalSched), Eq. 9: beta_0 = beta_max; for each later position try
-        ``beta_candidates`` values evenly spaced in [beta_min, beta_{i-1}] and keep the one with
-        the highest mean acceptance. Positions whose step size is clamped to alpha_min get
-        beta_min (the pair tuned by EstimateAlpha; the algorithm's final append) at no cost.
-        Returns (beta schedule of length s, state, steps used)."""
-        sched = [kernel.beta_max]
-        ceil, used = kernel.beta_max, 0
-        for a in alpha_sched[1:]:
-            if a <= alpha_min:
-                sched.append(kernel.beta_min)
-                continue
-            cands = torch.linspace(kernel.beta_min, ceil, self.beta_candidates, dtype=torch.float64)
-            best = None
-            for b in cands.tolist():
-                new, rho = self._trial(model, state, generator, a, b, space)
-                used += 1
-                if best is None or rho > best[1]:
-                    best = (b, rho, new)
-            ceil, _, state = best
-            sched.append(ceil)
-            if trace is not None:
-                trace.append({"phase": "beta", "alpha": a, "beta": ceil, "accept": best[1]})
-        return sched, state, used
 
-    def tune(
-        self,
-        kernel: CyclicalKernel,
-        model,
-        state: ChainState,
-        generator: torch.Generator,
-        budget: int,
-    ) -> tuple[ChainState, TuneResult]:
-        """Algorithm 2 within ``budget`` steps from ``state`` (which it advances). Returns the
-        state after tuning and the schedule it found (``kernel`` is only read)."""
-        space, s = kernel.space(model), kernel.steps_per_cycle
-        trace: list[dict] = []
-        state = self.init_burnin(kernel, model, state, generator, space)
-        used = self._burnin_cost(s)
-        alpha_budget = (budget - used - self._balance_reserve(s)) // 2
-        a_min, state, u = self.estimate_alpha(
-            model, state, generator, space, kernel.beta_min, False, alpha_budget, trace=trace
-        )
-        used += u
-        a_max, state, u = self.estimate_alpha(
-            model, state, generator, space, kernel.beta_max, True, alpha_budget, trace=trace
-        )
-        used += u
-        a_max = max(a_max, a_min)  # Eq. 8 needs alpha_max >= alpha_min
-        a_sched = alpha_schedule(a_max, a_min, s)
-        betas, state, u = self.estimate_balancing_schedule(
-            kernel, model, state, generator, space, a_sched, a_min, trace=trace
-        )
-        used += u
-        result = TuneResult(a_max, a_min, a_sched, betas, used, used, used, budget, trace)
-        return state, result
+class ACSTuning:
+    """Algorithm 2 one proposal per :meth:`step`, so its steps are ordinary chain steps
+    (counted, checkpointed, resumable mid-way): InitBurnin (Alg. 3), EstimateAlpha for
+    alpha_min at beta_min then alpha_max at beta_max (Alg. 4), EstimateBalSched (Alg. 5,
+    Eq. 9), within ``budget`` steps. The draws and decisions are those of the algorithm run
+    in one go: a search round proposes each candidate from the round's starting state (the
+    chains stay there until the round ends) and then takes the kept candidate's state.
+    ``kernel`` (the cyclical kernel being tuned) is only read: s, beta_max, beta_min.
+    """
+
+    def __init__(self, tuner: ACSTuner, kernel: CyclicalKernel, budget: int):
+        s = kernel.steps_per_cycle
+        self.tuner, self.kernel, self.budget = tuner, kernel, int(budget)
+        self.alpha_budget = (budget - tuner._burnin_cost(s) - tuner._balance_reserve(s)) // 2
+        self.burnin_alpha = alpha_schedule(tuner.alpha_ceil, tuner.alpha_floor, s)
+        self.burnin_beta = cosine_beta_schedule(kernel.beta_max, kernel.beta_min, s)
+        self.phase, self.i, self.used, self.phase_used = "burnin", 0, 0, 0
+        self.bound, self.rho = 0.0, 0.0  # EstimateAlpha's current bound and its acceptance
+        self.cands: list[float] | None = None  # the running round's candidates
+        self.best: tuple[float, float, ChainState] | None = None  # (value, accept, state)
+        self._saved_best: dict | None = None  # best of a restored round, until the next step
+        self.alpha_min = self.alpha_max = 0.0
+        self.alpha_sched: list[float] = []
+        self.beta_sched: list[float] = []
+        self.position = 1  # EstimateBalSched's position in the cycle
+        self.trace: list[dict] = []
+        self._advance()
+
+    @property
+    def done(self) -> bool:
+        return self.phase == "done"
+
+    def result(self) -> TuneResult:
+        n = self.used
+        return TuneResult(
+            self.alpha_max, self.alpha_min, list(self.alpha_sched), list(self.beta_sched),
+            n, n, n, self.budget, list(self.trace),
+        )  # fmt: skip
+
+    def _start_alpha(self, find_max: bool) -> None:
+        t = self.tuner
+        self.phase = "alpha_max" if find_max else "alpha_min"
+        bound = t.alpha_ceil if find_max else t.alpha_floor
+        self.bound, self.rho, self.phase_used = min(max(bound, t.alpha_floor), t.alpha_ceil), 0.0, 0
+
+    def _advance(self) -> None:
+        """Take the transitions that cost no step, up to the next proposal (or the end)."""
+        t, k = self.tuner, self.kernel
+        s = k.steps_per_cycle
+        while self.cands is None:
+            if self.phase == "burnin":
+                if self.i < t.burnin_steps:
+                    return
+                self.phase, self.i = "burnin_mh", 0
+            elif self.phase == "burnin_mh":
+                if self.i < (t.burnin_mh_steps // s) * s:
+                    return
+                self._start_alpha(find_max=False)
+            elif self.phase in ("alpha_min", "alpha_max"):
+                n = t.alpha_candidates
+                if self.phase_used + n <= self.alpha_budget:
+                    gap = t.zeta * abs(t.target_accept - self.rho)
+                    b = self.bound
+                    lo, hi = (b * (1 - gap), b) if self.phase == "alpha_max" else (b, b * (1 + gap))
+                    cands = torch.linspace(lo, hi, n, dtype=torch.float64)
+                    self.cands = cands.clamp(t.alpha_floor, t.alpha_ceil).tolist()
+                    self.i, self.best = 0, None
+                elif self.phase == "alpha_min":
+                    self.alpha_min = self.bound
+                    self._start_alpha(find_max=True)
+                else:
+                    self.alpha_max = max(self.bound, self.alpha_min)  # Eq. 8: max >= min
+                    self.alpha_sched = alpha_schedule(self.alpha_max, self.alpha_min, s)
+                    self.phase, self.beta_sched, self.position = "beta", [k.beta_max], 1
+            elif self.phase == "beta":
+                if self.position >= s:
+                    self.phase = "done"
+                elif self.alpha_sched[self.position] <= self.alpha_min:
+                    self.beta_sched.append(k.beta_min)  # the pair EstimateAlpha tuned, free
+                    self.position += 1
+                else:
+                    ceil = self.beta_sched[-1]
+                    cands = torch.linspace(k.beta_min, ceil, t.beta_candidates, dtype=torch.float64)
+                    self.cands, self.i, self.best = cands.tolist(), 0, None
+            else:  # done
+                return
+
+    def step(self, model, state: ChainState, generator: torch.Generator):
+        """One proposal of Algorithm 2. Returns the chains' state (a search round's starting
+        state until the round ends) and the proposal's StepInfo."""
+        if self.done:
+            raise RuntimeError("ACS tuning is done: step its frozen kernel")
+        t, k = self.tuner, self.kernel
+        space = k.space(model)
+        if self.phase in ("burnin", "burnin_mh"):
+            if self.phase == "burnin":
+                a, b, mh = t.alpha_ceil, k.beta_max, False
+            else:
+                j = self.i % k.steps_per_cycle
+                a, b, mh = self.burnin_alpha[j], self.burnin_beta[j], True
+            new, info = kernel_step(model, state, generator, a, b, mh, space)
+            self.i += 1
+            self.used += 1
+            self._advance()
+            return new, info
+        if self._saved_best is not None:  # restored mid-round: back on the chains' device
+            d, self._saved_best = self._saved_best, None
+            self.best = (d["value"], d["accept"], state.restored(d["chain"]))
+        c = self.cands[self.i]
+        alpha_phase = self.phase != "beta"
+        if alpha_phase:
+            beta = k.beta_max if self.phase == "alpha_max" else k.beta_min
+            a, b = c, beta
+        else:
+            a, b = self.alpha_sched[self.position], c
+        new, info = kernel_step(model, state, generator, a, b, True, space)
+        rho = float(info.accept_prob.float().mean())  # one host read per tuning proposal
+        self.i += 1
+        self.used += 1
+        best = self.best
+        if alpha_phase:
+            self.phase_used += 1
+            err, target = abs(rho - t.target_accept), t.target_accept
+            best_err = math.inf if best is None else abs(best[1] - target)
+            # ties (e.g. all candidates accept everything) move in the search direction:
+            # the largest candidate for alpha_min, the smallest for alpha_max
+            if err < best_err or (err == best_err and self.phase == "alpha_min"):
+                best = (c, rho, new)
+        elif best is None or rho > best[1]:
+            best = (c, rho, new)
+        self.best = best
+        if self.i < len(self.cands):
+            return state, info
+        value, accept, state = best
+        if alpha_phase:
+            self.bound, self.rho = value, accept
+            self.trace.append({"phase": self.phase, "alpha": value, "beta": b, "accept": accept})
+        else:
+            self.beta_sched.append(value)
+            self.trace.append({"phase": "beta", "alpha": a, "beta": value, "accept": accept})
+            self.position += 1
+        self.cands, self.best = None, None
+        self._advance()
+        return state, info
+
+    _KEYS = ("phase", "i", "used", "phase_used", "bound", "rho", "cands", "alpha_min",
+             "alpha_max", "alpha_sched", "beta_sched", "position", "trace", "budget")  # fmt: skip
+
+    def state_dict(self) -> dict:
+        d = {key: getattr(self, key) for key in self._KEYS}
+        best = self.best
+        if best is None and self._saved_best is not None:
+            d["best"] = self._saved_best
+        else:
+            d["best"] = None if best is None else dict(value=best[0], accept=best[1])
+            if best is not None:
+                d["best"]["chain"] = best[2].state_dict()
+        return d
+
+    def load_state_dict(self, d: dict) -> None:
+        if int(d["budget"]) != self.budget:
+            raise ConfigError(
+                "sampler.tune_budget",
+                f"the checkpoint's tuning has a budget of {d['budget']} steps, this run "
+                f"{self.budget}",
+            )
+        for key in self._KEYS:
+            setattr(self, key, d[key])
+        self.best, self._saved_best = None, d["best"]

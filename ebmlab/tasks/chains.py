@@ -1,0 +1,91 @@
+"""What the sampling tasks share: one set of chains, advanced by a
+:class:`~ebmlab.core.chain.ChainRunner`, one loop step per sampling step.
+
+An adaptation planned for the run (:class:`~ebmlab.core.protocols.PlannedAdaptation`: ACS's
+Algorithm 2, whose budget is a share of the run's steps) is the run's warm-up: at loop step 1,
+before the first sampling step, the runner steps it to its end, off the compute clock, and its
+steps and seconds are the results' ``tune_steps`` / ``tune_seconds`` (added to ``seconds``).
+An adaptation that is part of the run (AB's burn-in window, acceptance tuning) steps in the
+loop's steps like any kernel. A checkpoint holds the runner, so a resumed run re-runs no
+warm-up. The loop appends the sampler-cost block (acceptance, jump, evaluations per step).
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+
+import torch
+from torch import Tensor
+
+from ebmlab.core.chain import ChainRunner
+from ebmlab.core.loop import LoopTask
+from ebmlab.core.protocols import PlannedAdaptation
+from ebmlab.core.state import ChainState, StepInfo
+from ebmlab.errors import ConfigError
+
+
+@dataclass
+class Chains:
+    """The runner and what its warm-up cost, checkpointed together."""
+
+    runner: ChainRunner
+    tune_steps: int = 0
+    tune_seconds: float = 0.0
+
+    @property
+    def state(self) -> ChainState:
+        return self.runner.state
+
+    @property
+    def x(self) -> Tensor:
+        return self.runner.state.x
+
+    def state_dict(self) -> dict:
+        return {"runner": self.runner.state_dict(), "tune": [self.tune_steps, self.tune_seconds]}
+
+    def load_state_dict(self, d: dict) -> None:
+        self.runner.load_state_dict(d["runner"])
+        self.tune_steps, self.tune_seconds = int(d["tune"][0]), float(d["tune"][1])
+
+
+class ChainTask(LoopTask):
+    """A LoopTask on one set of chains (``parts.chains``); ``self.cadence`` is set in
+    ``__init__``. Subclasses call :meth:`build_sampler` early in ``build`` (its budget
+    check comes before any compute), :meth:`start_chains` once the model and start are
+    known, and :meth:`advance` in ``step``."""
+
+    reports_sampler_cost = True
+
+    def build_sampler(self, ctx):
+        """The configured sampler, an adaptation planned for this run's steps (ConfigError
+        naming ``sampler.<key>`` when its budget cannot fit)."""
+        sampler = ctx.build("sampler")
+        if isinstance(sampler, PlannedAdaptation):
+            try:
+                sampler.plan(self.cadence.n_steps)
+            except ConfigError as e:
+                raise e.prefixed("sampler") from None
+        return sampler
+
+    def start_chains(self, ctx, model, sampler, x0: Tensor) -> Chains:
+        state = sampler.init(model, x0)
+        return Chains(ChainRunner(model, sampler, state, ctx.generator, self.cadence.n_steps))
+
+    def warm_up(self, parts, ctx) -> None:
+        """Before the first sampling step: the planned adaptation, timed apart (a hook: a
+        task adds what it measures at step 0)."""
+        c = parts.chains
+        if c.runner.adapting and isinstance(c.runner.adaptation, PlannedAdaptation):
+            with ctx.clock_paused():
+                t0 = time.perf_counter()
+                c.tune_steps = c.runner.warm_up()
+                if ctx.device.type == "cuda":
+                    torch.cuda.synchronize(ctx.device)
+                c.tune_seconds = time.perf_counter() - t0
+
+    def advance(self, parts, step: int, ctx) -> StepInfo:
+        """Loop step ``step``: one sampling step (the warm-up first at step 1)."""
+        if step == 1:
+            self.warm_up(parts, ctx)
+        return parts.chains.runner.step()
