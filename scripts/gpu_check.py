@@ -1,4 +1,4 @@
-"""`make gpu-check`: everything a GPU changes, checked in one command (< 8 minutes on one H100).
+"""`make gpu-check`: everything a GPU changes, checked in one command (< 9 minutes on one H100).
 
     python scripts/gpu_check.py            # on a machine with one GPU
     python scripts/gpu_check.py --cpu      # the same phases on the CPU (a dry run: no CUDA)
@@ -10,7 +10,12 @@ others (its outcome goes into the report):
                 uninterrupted run: results under docs/gpu.md's rule (ebmlab.utils.same_results)
                 and the final checkpoint's tensors (chains, buffers, parameters) exactly equal
   (c) portable  a run killed on the GPU resumed on the CPU, and the other way round
-  (d) bench     bench_samplers at 100, 500 and 10,000 chains and bench_resnet_ebm
+  (d) bench     bench_samplers at 100, 500 and 10,000 chains and bench_resnet_ebm, eager and
+                CUDA-graphed steps side by side (issue 46), the PCD iteration both ways
+  (e) graphs    eager vs CUDA-graphed (issue 46): DMALA, GWG-1, ACS and AB-1st chains on the
+                RBM 784x500 and the 25x25 Ising through the chain runner, and a whole smoke
+                run with ``compile=none`` and ``compile=graph``: identical numbers required
+                (--cpu: the CPU stand-in capture, which checks the machinery only)
 
 Writes ``docs/gpu/<date>-<gpu>.md`` (``--cpu``: ``outputs/gpu_check/<date>-cpu.md``) naming
 the commit, GPU, driver and torch; logs and run directories go under ``$OUT/gpu_check`` when
@@ -38,7 +43,7 @@ sys.path.insert(0, str(REPO))
 FIX = REPO / "tests" / "fixtures"
 
 # seconds per phase on the GPU (sum + start-up under 8 minutes); --cpu uses the same
-BUDGET = {"suite": 230.0, "resume": 110.0, "portable": 45.0, "bench": 70.0}
+BUDGET = {"suite": 230.0, "resume": 110.0, "portable": 45.0, "bench": 100.0, "graphs": 40.0}
 
 # one tiny smoke configuration per task family (the resume tests' own sizes), and the step
 # after which it is killed: between two checkpoints
@@ -279,9 +284,73 @@ def phase_bench(work: Path, clock: Clock, cpu: bool):
         log = out / f"{label}.log"
         code, secs = run(cmd, log, clock.left())
         ok &= code == 0
-        tail = "\n".join(log.read_text().splitlines()[-30:])
+        tail = "\n".join(log.read_text().splitlines()[-60:])
         parts.append(f"`{' '.join(cmd[1:])}`: exit {code} ({secs:.0f} s)\n\n```\n{tail}\n```")
     return ok, "\n\n".join(parts)
+
+
+GRAPH_RUN = "ising_learning"  # a whole run compared with compile=none/graph: PCD through the runner
+
+
+def _identity_cases(cpu: bool) -> dict:
+    import torch
+
+    from benchmarks.bench_samplers import make_model, make_sampler
+
+    dev = torch.device("cpu" if cpu else "cuda")
+    kinds, chains = (("ising",), 8) if cpu else (("rbm", "ising"), 100)
+
+    def case(label, kind):
+        def make():
+            model = make_model(kind, dev)
+            gen = torch.Generator(device=dev).manual_seed(0)
+            x0 = (torch.rand(chains, model.dim, generator=gen, device=dev) < 0.5).float()
+            return model, make_sampler(label), x0, gen
+
+        return make
+
+    labels = ("DMALA", "GWG-1", "ACS", "AB-1st")
+    return {f"{label}, {kind} x{chains}": case(label, kind) for kind in kinds for label in labels}
+
+
+def phase_graphs(work: Path, clock: Clock, cpu: bool):
+    """Eager vs graphed: the same chains step by step, and the same results of a whole run."""
+    import torch
+
+    from benchmarks.graphed import identity_check, identity_markdown
+    from ebmlab.core import graphs
+    from ebmlab.utils.same_results import differences
+
+    if cpu:
+        factory, label = graphs.StandInBackend, "CPU stand-in capture"
+    else:
+        factory, label = (lambda: graphs.CudaGraphBackend(torch.device("cuda"))), "CUDA graphs"
+    rows = identity_check(_identity_cases(cpu), factory, blocks=4, block=20)
+    ok = all(r["same"] for r in rows)
+    parts = [identity_markdown(rows, label)]
+    device = "cpu" if cpu else "cuda"
+    args, _ = FAMILIES[GRAPH_RUN]
+    base = work / "graphs"
+    shutil.rmtree(base, ignore_errors=True)
+    base.mkdir(parents=True)
+    res = {}
+    for mode in ("none", "graph"):
+        run_dir = base / mode
+        code, secs = ebmlab_run([*args, f"compile={mode}"], run_dir, base / f"{mode}.log",
+                                clock.left(), device)  # fmt: skip
+        if code != 0:
+            ok = False
+            parts.append(f"`compile={mode}` run of {GRAPH_RUN} failed (exit {code}; "
+                         f"{base / f'{mode}.log'})")  # fmt: skip
+        res[mode] = results(run_dir)
+    if res["none"] is not None and res["graph"] is not None:
+        diff = differences(res["graph"], res["none"], "cpu")  # exact: timings left out
+        ok &= not diff
+        parts.append(
+            f"Whole run ({GRAPH_RUN} smoke, device {device}): compile=graph vs compile=none: "
+            + ("identical results" if not diff else "DIFFERS: " + "; ".join(diff[:5]))
+        )
+    return ok, "\n".join(parts)
 
 
 # ---- the report --------------------------------------------------------------------------------
@@ -317,7 +386,7 @@ def machine(cpu: bool) -> dict:
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--cpu", "--dry-run", action="store_true", help="every phase on the CPU")
-    ap.add_argument("--phases", default="suite,resume,portable,bench")
+    ap.add_argument("--phases", default="suite,resume,portable,bench,graphs")
     ap.add_argument("--families", default=",".join(FAMILIES))
     ap.add_argument("--suite-args", default="", help="pytest arguments (default: the fast suite)")
     ap.add_argument(
@@ -366,6 +435,8 @@ def main(argv=None) -> int:
         "portable": ("(c) GPU-to-CPU and CPU-to-GPU resume",
                      lambda c: phase_portable(work, c, a.cpu)),
         "bench": ("(d) GPU benchmarks", lambda c: phase_bench(work, c, a.cpu)),
+        "graphs": ("(e) eager vs CUDA-graphed, identical numbers",
+                   lambda c: phase_graphs(work, c, a.cpu)),
     }  # fmt: skip
     sections, verdicts, t_start = [], {}, time.monotonic()
     for key in chosen:

@@ -61,3 +61,25 @@ def test_cpu_dry_run_kills_resumes_and_writes_the_report(tmp_path, monkeypatch):
     assert "| ising_sampling | pass | killed after step 50, resumed" in text
     assert (tmp_path / "out" / report.name).exists()
     assert (tmp_path / "out" / "gpu_check" / "resume" / "ising_sampling" / "resumed.log").exists()
+
+
+def test_graphs_phase_is_part_of_the_default_check():
+    assert "graphs" in gpu_check.BUDGET
+    cases = gpu_check._identity_cases(cpu=True)
+    assert sorted(c.split(",")[0] for c in cases) == ["AB-1st", "ACS", "DMALA", "GWG-1"]
+    assert gpu_check.GRAPH_RUN in gpu_check.FAMILIES
+
+
+@pytest.mark.slow
+def test_cpu_dry_run_of_the_graphs_phase(tmp_path, monkeypatch):
+    """Eager vs graphed on the CPU stand-in (chains through the runner) and a whole smoke run
+    with compile=none and compile=graph: both identical, written into the report."""
+    monkeypatch.setenv("OUT", str(tmp_path / "out"))
+    args = ["--cpu", "--phases", "graphs", "--report-dir", str(tmp_path / "docs")]
+    assert gpu_check.main(args) == 0
+    (report,) = (tmp_path / "docs").glob("*-cpu.md")
+    text = report.read_text()
+    assert "## (e) eager vs CUDA-graphed, identical numbers: pass" in text
+    for label in ("DMALA", "GWG-1", "ACS", "AB-1st"):
+        assert f"| {label}, ising x8 | 80 | 1 | identical |" in text
+    assert "compile=graph vs compile=none: identical results" in text
