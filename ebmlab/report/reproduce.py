@@ -551,9 +551,20 @@ def launch_missing(
         if not wanted:
             continue
         todo = missing_jobs(root, exp, scale, wanted, seeds, extra)
+        notes = [
+            f"{todo.parked} of them parked: `python -m ebmlab.report unpark` first resumes them"
+            if todo.parked
+            else "",
+            f"{todo.others} finished runs of it at other settings (e.g. a declared shorter run: "
+            "--args with its overrides counts them)"
+            if todo.others
+            else "",
+        ]
         print(
             f"{exp} ({scale}): {todo.wanted} runs wanted, {todo.done} finished or recorded, "
-            f"{todo.missing} to run" + (f" in {len(todo.sweeps)} sweep(s)" if todo.sweeps else ""),
+            f"{todo.missing} to run"
+            + (f" in {len(todo.sweeps)} sweep(s)" if todo.sweeps else "")
+            + "".join(f"; {n}" for n in notes if n),
             flush=True,
         )
         for grid in todo.sweeps:

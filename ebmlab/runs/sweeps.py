@@ -22,10 +22,11 @@ from hydra.core.hydra_config import HydraConfig
 from omegaconf import DictConfig, OmegaConf, open_dict
 
 from ebmlab.runs.layout import sweep_keys
+from ebmlab.runs.park import collect_parked
 from ebmlab.runs.records import collect_recorded
 from ebmlab.runs.rundirs import identity_key, same_value
 from ebmlab.utils.config import compose_job
-from ebmlab.utils.rundir import identity
+from ebmlab.utils.rundir import config_hash, identity
 
 SEED = "seed"
 
@@ -146,12 +147,17 @@ def job_key(defaults: Defaults, job: dict, extra: list[str]) -> str:
 @dataclass
 class Plan:
     """An experiment's wanted jobs, how many of them have a finished run (here or on record),
-    and the sweep grids (seed included) that launch exactly the others."""
+    the sweep grids (seed included) that launch exactly the others, and how many of those are
+    parked (``unpark`` first and they resume instead of starting over), and how many finished
+    runs of the experiment are at other settings (a declared shorter run, say: ``--args``
+    with its overrides matches them)."""
 
     experiment: str
     wanted: int
     done: int
     sweeps: list[dict[str, list]]
+    parked: int = 0
+    others: int = 0
 
     @property
     def missing(self) -> int:
@@ -165,19 +171,28 @@ def missing_jobs(
     whose run has not finished under ``root`` or in the records, grouped into sweep grids."""
     defaults = Defaults(experiment, scale)
     finished = {identity_key(r) for r in collect_recorded(root, experiment, scale)}
-    wanted, left = [], []
+    parked = {
+        f"{config_hash(r['config'])}:seed={r['config'].get(SEED)}"
+        for r in collect_parked(root, experiment, scale)
+        if r.get("config")
+    }
+    wanted, left, n_parked, matched = [], [], 0, set()
     for grid in launch_grids(experiment, scale, points):
         for job in grid_jobs(grid, seeds):
             if job in wanted:
                 continue
             wanted.append(job)
-            if job_key(defaults, job, extra) not in finished:
+            key = job_key(defaults, job, extra)
+            matched.add(key)
+            if key not in finished:
                 left.append(job)
+                n_parked += key in parked
     by_keys: dict[tuple, list[dict]] = {}
     for job in left:
         by_keys.setdefault(tuple(job), []).append(job)
     sweeps = [g for keys, jobs in by_keys.items() for g in grids(list(keys), jobs)]
-    return Plan(experiment, len(wanted), len(wanted) - len(left), sweeps)
+    done = len(wanted) - len(left)
+    return Plan(experiment, len(wanted), done, sweeps, n_parked, len(finished - matched))
 
 
 def sweep_command(experiment: str, scale: str, grid: dict[str, list], extra: list[str]) -> list:

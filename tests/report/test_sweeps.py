@@ -34,7 +34,7 @@ def _composed(overrides: tuple[str, ...]):
     return compose_job([f"experiment={EXP}", "scale=paper", *overrides])[1]
 
 
-def _finished(base: Path, name: str, overrides: list[str], seed: int) -> None:
+def _finished(base: Path, name: str, overrides: list[str], seed: int, parked=False) -> None:
     """A finished run of ``EXP`` (paper scale) below ``base`` with the config that
     ``python -m ebmlab.run experiment=EXP scale=paper <overrides> seed=<seed>`` runs."""
     cfg = copy.deepcopy(_composed(tuple(overrides)))
@@ -45,7 +45,11 @@ def _finished(base: Path, name: str, overrides: list[str], seed: int) -> None:
     d = base / name
     d.mkdir(parents=True)
     (d / "run_config.json").write_text(json.dumps(ident))
-    (d / "results.json").write_text(json.dumps({"metrics": {"x": 1.0}, "seed": seed}))
+    if parked:  # unfinished, with its progress (records/parked/, `python -m ebmlab.report park`)
+        progress = {"step": 5, "n_steps": 10, "updated": "2026-11-27 23:00 UTC"}
+        (d / "progress.json").write_text(json.dumps(progress))
+    else:
+        (d / "results.json").write_text(json.dumps({"metrics": {"x": 1.0}, "seed": seed}))
 
 
 def test_grids_cover_exactly_the_jobs_with_as_few_sweeps_as_share_their_values():
@@ -66,9 +70,12 @@ def test_dry_run_lists_only_the_runs_not_yet_finished_or_recorded(root, capsys):
     _finished(sweep_dir(root, EXP, "paper"), "sampler=rwm,seed=0", ["sampler=rwm"], 0)
     # a run at other settings (a shorter run) is not the wanted one
     _finished(recorded, "short", ["sampler=dmala", "task.n_steps=10"], 0)
+    parked = sweep_dir(records_root(root) / "parked", EXP, "paper")
+    _finished(parked, "sampler=dmala,seed=1", ["sampler=dmala"], 1, parked=True)
 
     plan = missing_jobs(root, EXP, "paper", points_of_fig1(), 3, [])
     assert (plan.wanted, plan.done, plan.missing) == (12, 4, 8)
+    assert (plan.parked, plan.others) == (1, 1)  # named, so a user can unpark or pass --args
     wanted = [{"sampler": s, "seed": k} for s in ("rwm", "dmala", "ab_1st") for k in range(3)]
     wanted.remove({"sampler": "rwm", "seed": 0})
     assert _launched(plan.sweeps) == sorted(map(str, wanted))
@@ -78,6 +85,7 @@ def test_dry_run_lists_only_the_runs_not_yet_finished_or_recorded(root, capsys):
     out = capsys.readouterr().out
     assert code == 0
     assert f"{EXP} (paper): 12 runs wanted, 4 finished or recorded, 8 to run in 2 sweep(s)" in out
+    assert "1 of them parked: `python -m ebmlab.report unpark` first resumes them" in out
     commands = [ln for ln in out.splitlines() if ln.startswith("+ ") and f"={EXP} " in ln]
     assert len(commands) == 2 and all("sampler=acs" not in c for c in commands)
     assert not (root / "rep").exists()
