@@ -89,3 +89,13 @@ class ChainTask(LoopTask):
         if step == 1:
             self.warm_up(parts, ctx)
         return parts.chains.runner.step()
+
+    def advance_block(self, parts, first: int, n: int, ctx) -> dict:
+        """Loop steps ``first`` .. ``first + n - 1`` as one block (the warm-up first at step
+        1): the sums of their per-step scalars, left on the device. A task without per-step
+        work of its own offers it as the loop's ``steps`` (CUDA graphs, issue 46)."""
+        if first == 1:
+            self.warm_up(parts, ctx)
+        sums = parts.chains.runner.run(n)
+        sums.pop("steps")
+        return sums

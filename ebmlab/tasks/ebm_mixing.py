@@ -85,6 +85,9 @@ class EBMMixing(ChainTask):
     def step(self, p: Parts, step: int, ctx) -> dict:
         return self.advance(p, step, ctx).totals()
 
+    def steps(self, p: Parts, first: int, n: int, ctx) -> dict:  # blocks of steps on CUDA
+        return self.advance_block(p, first, n, ctx)
+
     def evaluate(self, p: Parts, step: int, ctx) -> dict:
         return {"mean_log_prob": float(p.chains.state.log_prob.float().mean())}
 
