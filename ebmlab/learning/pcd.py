@@ -31,13 +31,15 @@ class PersistentChains:
     counted) and takes ``n_steps`` steps back to back with ``runner.run`` (the unit a CUDA
     graph captures); nothing is read back to the host. One runner per kernel, kept across
     iterations (an adaptive sampler therefore adapts across them, as its own steps would);
-    runners of the ``keep`` kernels used last are kept (ACS-PCD alternates two).
+    runners of the ``keep`` kernels used last are kept (ACS-PCD alternates two). ``capture``:
+    the runners' (``"auto"``: CUDA graphs on CUDA with ``compile: graph``, eager elsewhere).
     """
 
     keep = 2
 
-    def __init__(self):
+    def __init__(self, capture="auto"):
         self.runners: dict[int, tuple[object, ChainRunner]] = {}
+        self.capture = capture
 
     def advance(self, model, kernel, x: Tensor, generator: torch.Generator, n_steps: int):
         """``n_steps`` steps of ``kernel`` from ``x``. Returns (the chains' new x, scalars:
@@ -45,7 +47,7 @@ class PersistentChains:
         state = kernel.init(model, x)
         held = self.runners.pop(id(kernel), None)
         if held is None or held[0] is not kernel or held[1].model is not model:
-            held = (kernel, ChainRunner(model, kernel, state, generator))
+            held = (kernel, ChainRunner(model, kernel, state, generator, capture=self.capture))
         self.runners[id(kernel)] = held  # the most recently used last
         for key in list(self.runners)[: -self.keep]:
             del self.runners[key]

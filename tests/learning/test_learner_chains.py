@@ -193,3 +193,48 @@ def test_rbm_ais_transitions_are_runner_steps(monkeypatch):
     m, g = rbm(v=6, h=3), torch.Generator().manual_seed(0)
     rbm_ais_log_z(m.W, m.b, m.c, torch.zeros(6), n_temps=7, n_chains=5, generator=g)
     assert len(steps) == 7 - 2  # one per intermediate temperature
+
+
+# -------------------------------------------------------------------- captured blocks (issue 46)
+
+
+def _trained(make, capture, n_iters):
+    """Buffer, parameters and scalars after ``n_iters`` iterations of the learner ``make()``
+    returns (learner, model, sampler), its chains' blocks run through ``capture``."""
+    learner, model, sampler = make()
+    g = torch.Generator().manual_seed(0)
+    learner.setup(model, data(40), g, sampler)
+    learner.chains = PersistentChains(capture)
+    if hasattr(learner, "acs"):
+        learner.acs.chains = PersistentChains(capture)
+    infos = [learner.step(model, g) for _ in range(n_iters)]
+    return learner.buffer, [p.detach().clone() for p in model.parameters()], infos
+
+
+@pytest.mark.parametrize("learner", ["pcd", "acs_pcd", "pcd_buffer"])
+def test_learner_blocks_replay_as_captured_graphs(learner):
+    """The K inner steps of a PCD iteration captured once and replayed (the stand-in capture
+    of core.graphs, which fails on a host read or a replay that differs), with the model's
+    parameters updated in place between replays: the same buffer, parameters and scalars as
+    eager blocks."""
+    from ebmlab.core import graphs
+
+    sched = dict(cycle_length=3, retune_max_every=10, retune_min_every=10, tune_budget=5,
+                 adaptive_floor=False, explore_steps=2)  # fmt: skip
+
+    def make():
+        if learner == "pcd":
+            return pcd(), rbm(), DMALA(0.2, None)
+        if learner == "acs_pcd":
+            lr = from_conf("learner/acs_pcd", buffer_size=8, batch_size=8, sampler_steps=4,
+                           acs=sched)  # fmt: skip
+            return lr, rbm(), from_conf("sampler/acs", tune=False, alpha_candidates=5)
+        lr = from_conf("learner/pcd_buffer", buffer_size=12, batch_size=6, sampler_steps=4)
+        return lr, tiny_ebm(), DMALA(0.2, None)
+
+    capture = graphs.GraphedSteps(graphs.StandInBackend())
+    buf, params, infos = _trained(make, capture, 8)
+    buf0, params0, infos0 = _trained(make, None, 8)
+    assert capture.captures >= 1 and capture.graphs  # captured, then replayed
+    assert torch.equal(buf, buf0) and all(map(torch.equal, params, params0))
+    assert [float(i["accept_rate"]) for i in infos] == [float(i["accept_rate"]) for i in infos0]
