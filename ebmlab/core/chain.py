@@ -60,10 +60,8 @@ class ChainRunner:
         self._kernel: Kernel | None = None
         if isinstance(sampler, Adaptation):
             self.adaptation = sampler
-            if isinstance(sampler, PlannedAdaptation):
-                if run_steps is None:
-                    raise ValueError(f"{type(sampler).__name__} needs the run length: run_steps")
-                sampler.plan(int(run_steps))
+            if isinstance(sampler, PlannedAdaptation) and run_steps is not None:
+                sampler.plan(int(run_steps))  # unplanned, one that needs it fails at its step
             if sampler.done:
                 self._kernel = sampler.frozen()
         else:

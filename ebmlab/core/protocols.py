@@ -83,8 +83,9 @@ class Adaptation(Protocol):
 @runtime_checkable
 class PlannedAdaptation(Adaptation, Protocol):
     """An adaptation whose budget depends on the run's length (ACS: ``tune_budget_frac`` of
-    the sampling steps). The runner calls ``plan(run_steps)`` once, before any step; it
-    raises ConfigError when the budget cannot fit."""
+    the sampling steps). A runner given ``run_steps`` calls ``plan(run_steps)`` before any
+    step (a task may call it earlier, to fail before compute: calling it again with the same
+    length changes nothing); it raises ConfigError when the budget cannot fit."""
 
     def plan(self, run_steps: int) -> None: ...
 
