@@ -40,6 +40,7 @@ from __future__ import annotations
 import contextlib
 import math
 import threading
+import warnings
 from collections import OrderedDict
 from collections.abc import Callable, Hashable
 from typing import Any
@@ -493,6 +494,7 @@ class GraphedSteps:
         self.seen: OrderedDict[Hashable, None] = OrderedDict()
         self.eager_keys: set[Hashable] = set()
         self.captures = 0
+        self._warned = False
         self._lock = threading.Lock()
 
     def key(self, kernel, model, state: ChainState, n: int, generator) -> tuple:
@@ -517,6 +519,14 @@ class GraphedSteps:
             if cap is not None:
                 self.graphs.move_to_end(key)
                 return self._replay(cap, state)
+            if self.captures >= MAX_CAPTURES and not self._warned:
+                self._warned = True
+                warnings.warn(
+                    f"ebmlab: {MAX_CAPTURES} CUDA-graph captures for one chain runner: its "
+                    "blocks keep changing shape, parameters or state structure, so they run "
+                    "eagerly from now on (same numbers, without the graph speed-up)",
+                    stacklevel=2,
+                )
             if key in self.eager_keys or key not in self.seen or self.captures >= MAX_CAPTURES:
                 self.seen[key] = None
                 while len(self.seen) > 4 * self.max_graphs:

@@ -309,3 +309,17 @@ def test_a_models_plain_attributes_are_in_the_key():
         _blocks(r, [5] * 3)
     assert capture.backend.captures == 2 and capture.backend.replays == 3
     assert torch.equal(graphed.state.x, eager.state.x)
+
+
+def test_a_key_that_never_repeats_stops_capturing_with_a_warning(monkeypatch):
+    monkeypatch.setattr(graphs, "MAX_CAPTURES", 2)
+    capture = graphs.GraphedSteps(graphs.StandInBackend())
+    r = _runner(SAMPLERS["DMALA"], capture)
+    for i in range(2):  # a new step size every three blocks: a capture each time
+        r.kernel.step_size = 0.1 + 0.01 * i
+        _blocks(r, [3] * 3)
+    assert capture.backend.captures == 2
+    r.kernel.step_size = 0.2
+    with pytest.warns(UserWarning, match="run eagerly from now on"):
+        _blocks(r, [3] * 3)
+    assert capture.backend.captures == 2
