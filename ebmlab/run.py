@@ -28,9 +28,10 @@ from hydra.types import RunMode
 from omegaconf import DictConfig, OmegaConf
 
 from ebmlab.configs import config_dir, group_options, search_dirs
+from ebmlab.core import graphs
 from ebmlab.core.context import RunContext
 from ebmlab.core.health import Health
-from ebmlab.core.loop import LoopTask, run_task
+from ebmlab.core.loop import LoopTask, check_requirements, run_task
 from ebmlab.core.signals import (
     RunStopped,
     exit_code,
@@ -183,9 +184,11 @@ def _run(cfg: DictConfig, run_dir: Path, choices: dict) -> tuple[dict, str]:
     composed_yaml = OmegaConf.to_yaml(cfg)  # as composed: what it runs, like Hydra saves it
     _validate(cfg, choices)
     device = _check_device(str(cfg.device))
+    graphs.configure(cfg.get("compile", "graph"))  # CUDA graphs of chain blocks (core.graphs)
     task = build(cfg.task, "task")
     if not isinstance(task, LoopTask):
         raise ConfigError("task._target_", f"{cfg.task._target_} is not a LoopTask")
+    check_requirements(task, cfg, choices)  # what the task needs of model, dataset, ...
     check_memory(task.memory_estimate(cfg), device)
     identity = rundir.identity(cfg)
     with rundir.lock(run_dir), _released_on_second_signal(run_dir / ".lock"):

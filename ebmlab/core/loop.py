@@ -13,21 +13,51 @@
 
 Evaluation and checkpoint time is excluded from the compute clock (``seconds``), so
 curves against wall-clock time measure the method, not the bookkeeping.
+
+A task declares, and the loop does the rest (see :class:`LoopTask`)::
+
+    @dataclass
+    class Parts:
+        model: BernoulliRBM                        # state_dict / load_state_dict
+        learner: PCD                               # state_dict / load_state_dict
+        chains: ChainState                         # state_dict() / restored()
+        best: dict = field(default_factory=dict)   # a plain value, saved as it is
+
+    class MyTask(LoopTask):
+        requires = {                               # checked before the run directory is taken
+            "dataset": Requirement(BinaryImages, "a binary image dataset"),
+            "model": Requirement(BernoulliRBM, "model=rbm", {"n_visible": "dataset.dim"}),
+            "sampler": Requirement(),              # any sampler, but one
+            "learner": Requirement(PCD, "learner=pcd or learner=acs_pcd"),
+        }
+        checkpoint_keys = ("model", "learner", "best")  # Parts fields in the checkpoint
+        reports_sampler_cost = True                # results get SAMPLER_COST from the totals
+
+        def __init__(self, n_iters: int, eval_every: int, checkpoint_every: int):
+            self.cadence = Cadence(n_iters, eval_every, checkpoint_every)
+
+``cadence`` may instead be set in ``build`` (a length a part holds, like a learner's epochs);
+a task that still defines a ``cadence(parts)`` method is called as before.
 """
 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
-from typing import Any
+import os
+from dataclasses import dataclass, field
+from typing import Any, Protocol, runtime_checkable
 
 import torch
+from hydra.utils import get_object
+from omegaconf import DictConfig, OmegaConf
 from torch import Tensor
 
+from ebmlab.core.context import FAULT_ENV
 from ebmlab.core.health import Health
 from ebmlab.core.pace import announce_paper_scale_on_cpu
 from ebmlab.core.signals import RunStopped, check_stop, stop_requested
-from ebmlab.errors import ConfigError, DivergenceError
+from ebmlab.core.state import ChainState
+from ebmlab.errors import CheckpointError, ConfigError, DivergenceError
 
 
 @dataclass(frozen=True)
@@ -95,7 +125,8 @@ class Totals:
         self._win: dict[str, Tensor] = {}
         self._win_n: dict[str, int] = {}
 
-    def add(self, scalars: dict[str, Any] | None) -> None:
+    def add(self, scalars: dict[str, Any] | None, steps: int = 1) -> None:
+        """Add one step's scalars, or the sums over a block of ``steps`` steps."""
         for k, v in (scalars or {}).items():
             t = v.detach().to(torch.float64) if isinstance(v, Tensor) else float(v)
             for sums, counts in ((self.sums, self.counts), (self._win, self._win_n)):
@@ -103,7 +134,7 @@ class Totals:
                     sums[k] = sums[k] + t
                 else:
                     sums[k] = torch.as_tensor(t, dtype=torch.float64, device=self.device)
-                counts[k] = counts.get(k, 0) + 1
+                counts[k] = counts.get(k, 0) + steps
 
     def mean(self, key: str, default: float = math.nan) -> float:
         if key not in self.sums:
@@ -133,26 +164,154 @@ class Totals:
         self._win_n = {k: int(v) for k, v in d.get("window_counts", {}).items()}
 
 
+@dataclass(frozen=True)
+class Requirement:
+    """What a task requires of one config group, checked from the config alone (the class of
+    the group's ``_target_`` and its values) before the run directory is taken.
+
+    ``kind``: the class (or classes) the target must be (a subclass of); None: any target.
+    ``options``: the config options that satisfy it, for the message (``"model=rbm"``).
+    ``equal``: keys of the group and what each must equal: a literal, or a string naming
+    another config value (``{"n_visible": "dataset.dim"}``).
+    """
+
+    kind: type | tuple[type, ...] | None = None
+    options: str = ""
+    equal: dict[str, Any] = field(default_factory=dict)
+
+
+def check_requirements(task, cfg: DictConfig, choices: dict) -> None:
+    """Raise one :class:`ConfigError` for the first requirement the config does not meet:
+    ``task.requires`` (group -> :class:`Requirement`), then ``task.check_config(cfg)``."""
+    name = choices.get("task") or type(task).__name__
+    for group, need in task.requires.items():
+        node = cfg.get(group)
+        wanted = f" ({need.options})" if need.options else ""
+        if not (isinstance(node, DictConfig) and "_target_" in node):
+            raise ConfigError(group, f"task {name} needs a {group}{wanted}")
+        try:
+            cls = get_object(node._target_)
+        except Exception as e:  # noqa: BLE001 - any import failure is a config error
+            raise ConfigError(f"{group}._target_", f"cannot import {node._target_} ({e})") from None
+        if need.kind is not None and not (isinstance(cls, type) and issubclass(cls, need.kind)):
+            got = choices.get(group) or node._target_
+            raise ConfigError(group, f"task {name} needs {need.options or need.kind} (got {got})")
+        for key, want in need.equal.items():
+            value = OmegaConf.select(cfg, want) if isinstance(want, str) else want
+            got = node.get(key)
+            if got != value:
+                of = f" ({want})" if isinstance(want, str) else ""
+                msg = f"must be {value}{of} for task {name} (got {got})"
+                raise ConfigError(f"{group}.{key}", msg)
+    task.check_config(cfg)
+
+
+@runtime_checkable
+class Stateful(Protocol):
+    """A part that checkpoints itself: a model, sampler, learner or optimiser."""
+
+    def state_dict(self) -> dict: ...
+
+    def load_state_dict(self, d: dict) -> None: ...
+
+
+def saved_part(value: Any) -> Any:
+    """What a checkpoint holds of one declared part (:attr:`LoopTask.checkpoint_keys`)."""
+    if isinstance(value, ChainState):
+        return value.state_dict()
+    if isinstance(value, Stateful):
+        return value.state_dict()
+    return value  # a tensor or a plain value (numbers, strings, dicts and lists of them)
+
+
+def restored_part(current: Any, saved: Any) -> Any:
+    """``current`` (the part as ``build`` made it) with its checkpointed value ``saved``: a
+    chain state or a tensor on the device ``current`` lives on, a stateful part loaded in
+    place, a plain value as saved."""
+    if isinstance(current, ChainState):
+        return current.restored(saved)
+    if isinstance(current, Stateful):
+        current.load_state_dict(saved)
+        return current
+    if isinstance(current, Tensor) and isinstance(saved, Tensor):
+        return saved.to(current.device)
+    return saved
+
+
+# The sampler-cost block the loop appends to the results of a task that sets
+# ``reports_sampler_cost``: result key -> the per-step scalar (StepInfo / learner ``step``) it
+# averages over the run's steps; keys the steps never reported are left out. Records made
+# before issue 44 spell log_prob_evals_per_step of the learning tasks (ising_learning,
+# ebm_learning, rbm_learning) ``evals_per_iter``: the same number (a loop step is an
+# iteration); no claim or table reads it. ``jump`` is a mixing statistic, not a cost: the
+# sampling tasks report it themselves (in a PCD learner's exploration phase it is NaN).
+SAMPLER_COST = {
+    "accept_rate": "accept_rate",
+    "log_prob_evals_per_step": "n_log_prob",
+    "grad_evals_per_step": "n_grad",
+}
+
+
+def sampler_cost(totals: Totals) -> dict[str, float]:
+    """The :data:`SAMPLER_COST` block of a run's totals."""
+    return {out: totals.mean(key) for out, key in SAMPLER_COST.items() if key in totals.sums}
+
+
+def _with_sampler_cost(task, results: dict, totals: Totals) -> dict:
+    if not task.reports_sampler_cost:
+        return results
+    block = sampler_cost(totals)
+    clash = sorted(set(block) & set(results))
+    if clash:
+        raise RuntimeError(
+            f"{type(task).__name__}.finish returns {', '.join(clash)}, which the loop's "
+            "sampler-cost block reports (reports_sampler_cost): leave them out of finish"
+        )
+    return {**results, **block}
+
+
 class LoopTask:
     """Base class with the optional callbacks of :class:`~ebmlab.core.protocols.Task`.
 
-    A subclass implements ``build``, ``cadence``, ``step``, ``evaluate`` and ``finish``;
-    the defaults below cover a task without per-step state or special divergence handling.
+    A subclass implements ``build``, ``step``, ``evaluate`` and ``finish`` and sets
+    ``cadence`` (a :class:`Cadence`, in ``__init__`` or ``build``); it declares
+
+    - ``requires``: config group -> :class:`Requirement`, checked by :func:`check_requirements`
+      before the run directory is taken (``check_config(cfg)`` for what a table cannot say);
+    - ``checkpoint_keys``: the fields of its parts a checkpoint holds, saved and restored by the
+      default ``state_dict`` / ``load_state_dict`` (:func:`saved_part`, :func:`restored_part`);
+    - ``reports_sampler_cost``: the loop appends :data:`SAMPLER_COST` to its results.
+
+    The defaults cover a task without per-step state or special divergence handling.
     """
 
     main_metric: str = ""
     progress_desc: str = ""
+    cadence: Cadence  # how many steps, how often to evaluate and checkpoint
+    requires: dict[str, Requirement] = {}
+    checkpoint_keys: tuple[str, ...] = ()
+    reports_sampler_cost: bool = False
 
     def memory_estimate(self, cfg) -> dict[str, int]:
         """Bytes of the largest tensors this config will allocate, by name, computed from the
         config alone; the runner refuses a run that cannot fit before building anything."""
         return {}
 
-    def state_dict(self, parts) -> dict:
-        return {}
+    def check_config(self, cfg) -> None:  # noqa: B027 - optional hook
+        """Requirements across config groups that ``requires`` cannot state; ConfigError."""
 
-    def load_state_dict(self, parts, d: dict) -> None:  # noqa: B027 - optional hook
-        pass
+    def state_dict(self, parts) -> dict:
+        return {k: saved_part(getattr(parts, k)) for k in self.checkpoint_keys}
+
+    def load_state_dict(self, parts, d: dict) -> None:
+        missing = [k for k in self.checkpoint_keys if k not in d]
+        if missing:
+            raise CheckpointError(
+                f"the checkpoint holds no {', '.join(missing)} of {type(self).__name__} (it has "
+                f"{', '.join(map(str, d)) or 'nothing'}): written by another task or version"
+            )
+        for k in self.checkpoint_keys:
+            setattr(parts, k, restored_part(getattr(parts, k), d[k]))
 
     def on_divergence(self, parts, error: DivergenceError, history: History, ctx) -> dict:
         """Called when a step or evaluation diverges; re-raise (default) or return results
@@ -218,12 +377,57 @@ def _guarded_step(task, parts, step: int, ctx):
     return _guarded(task.step, parts, step, ctx)
 
 
+# Blocks of loop steps (issue 46). A task that defines ``steps(parts, first, n, ctx)`` (loop
+# steps first .. first+n-1 in one call, e.g. ``ChainRunner.run(n)``, returning their summed
+# scalars) gets blocks on CUDA, where the chain runner captures them as CUDA graphs; every
+# block ends at an evaluation, a checkpoint, a progress point (a multiple of PROGRESS_EVERY),
+# the fault-injection step and the last step, so cadence, resume and signals are unchanged.
+# Elsewhere (every CPU run) the loop calls ``step`` once per step, as before.
+PROGRESS_EVERY = 100
+
+
+def step_spans(task, ctx, cadence: Cadence, start: int):
+    """(first, last) loop steps of each call, from ``start + 1`` to the run's last step."""
+    blocks = _blocks(task, ctx)
+    fault = os.environ.get(FAULT_ENV)
+    fault = int(fault) if fault and fault.lstrip("-").isdigit() else None
+    first = start + 1
+    while first <= cadence.n_steps:
+        last = first
+        if blocks:
+            last = min(
+                cadence.n_steps,
+                _next_multiple(first, cadence.eval_every),
+                _next_multiple(first, cadence.checkpoint_every),
+                _next_multiple(first, PROGRESS_EVERY),
+                fault if fault is not None and fault >= first else cadence.n_steps,
+            )
+        yield first, last
+        first = last + 1
+
+
+def _blocks(task, ctx) -> bool:
+    return callable(getattr(task, "steps", None)) and ctx.device.type == "cuda"
+
+
+def _next_multiple(step: int, every: int) -> int:
+    return -(-step // every) * every
+
+
+def _guarded_span(task, parts, first: int, last: int, ctx):
+    if not _blocks(task, ctx):
+        return _guarded_step(task, parts, last, ctx)
+    return _guarded(lambda p, s, c: task.steps(p, first, last - first + 1, c), parts, last, ctx)
+
+
 def run_task(task, ctx) -> dict:
     """Build, resume, loop, finish. Returns the results (all finite) for ``results.json``;
     warnings about finite but suspect numbers (:mod:`ebmlab.core.health`) go to ``ctx.warnings``."""
     health = Health.from_config(ctx.cfg.get("health"))
     parts = task.build(ctx)
-    cadence: Cadence = task.cadence(parts)
+    cadence = task.cadence
+    if not isinstance(cadence, Cadence):  # a task that still computes it from its parts
+        cadence = task.cadence(parts)
     history = History()
     totals = Totals(ctx.device)
     ctx.totals = totals  # finish() reads the run's totals from the context
@@ -259,8 +463,8 @@ def run_task(task, ctx) -> dict:
 
     try:
         check_stop(step)  # a signal while the parts were built
-        for step in range(start + 1, cadence.n_steps + 1):
-            totals.add(_guarded_step(task, parts, step, ctx))
+        for first, step in step_spans(task, ctx, cadence, start):  # (s, s) but in CUDA blocks
+            totals.add(_guarded_span(task, parts, first, step, ctx), steps=step - first + 1)
             if cadence.evaluates(step):
                 with ctx.clock_paused():
                     metrics = _guarded(task.evaluate, parts, step, ctx)
@@ -275,7 +479,7 @@ def run_task(task, ctx) -> dict:
                         bar.set_postfix({task.main_metric: f"{main:.4g}"}, refresh=False)
             if cadence.checkpoints(step):
                 checkpoint(step)
-            bar.update(1)
+            bar.update(step - first + 1)
             ctx.maybe_fault(step)
             if stop_requested() is not None:  # SIGTERM / Ctrl-C: stop at this step boundary
                 if ctx.last_good_step != step:
@@ -287,11 +491,11 @@ def run_task(task, ctx) -> dict:
     except DivergenceError as e:
         bar.close()
         ctx.warnings = health.messages()
-        results = task.on_divergence(parts, e, history, ctx)
+        results = _with_sampler_cost(task, task.on_divergence(parts, e, history, ctx), totals)
         check_finite(results, e.step, "a result")
         return results
     bar.close()
     ctx.warnings = health.messages()
-    results = task.finish(parts, history, ctx)
+    results = _with_sampler_cost(task, task.finish(parts, history, ctx), totals)
     check_finite(results, step, "a result")
     return results

@@ -36,6 +36,24 @@ def panel_samples(ax, s: torch.Tensor, r: float, title: str) -> None:
     ax.set_yticks([])
 
 
+def run_figure(a: dict, epochs: list, kl: list, scale: str):
+    """One run's figure: true density, model -F(v), data, samples (``a``: the run's
+    gmm_arrays.pt) and the KL curve over epochs."""
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(1, 5, figsize=(17, 3.6))
+    panel_density(axes[0], a["true_density"], a["plot_range"], "true density")
+    panel_density(axes[1], a["neg_energy"], a["plot_range"], "GRBM -F(v)")
+    panel_samples(axes[2], a["data"], a["plot_range"], "data")
+    panel_samples(axes[3], a["samples"], a["plot_range"], "GRBM samples")
+    axes[4].plot(epochs, kl)
+    axes[4].set(xlabel="epoch", ylabel="KL(true || model)")
+    axes[4].grid(alpha=0.3)
+    fig.suptitle(f"GRBM on the {a['kind']} GMM ({a['label']}, {scale} scale)")
+    fig.tight_layout()
+    return fig
+
+
 def figure(run_dirs: list[Path], out: Path) -> Path:
     """Fig. 1 from finished runs: rows iso density / samples / aniso density / samples, columns
     ground truth + the five settings (by label; missing runs leave a blank panel)."""

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor
 
-from ebmlab.core.loop import Cadence, LoopTask
+from ebmlab.core.loop import Cadence, LoopTask, Requirement
 from ebmlab.data.binary_images import BinaryImages, binarize_batch
 from ebmlab.errors import check, check_at_least
 from ebmlab.learning.pcd_buffer import PCDBuffer
@@ -52,6 +52,14 @@ class Parts:
 class EBMLearning(LoopTask):
     main_metric = "test_ll"
     progress_desc = "EBM learning"
+    requires = {
+        "dataset": Requirement(BinaryImages, "a binary image dataset"),
+        "model": Requirement(ResNetEBM, "model=resnet_ebm", {"dim": "dataset.dim"}),
+        "sampler": Requirement(),
+        "learner": Requirement(PCDBuffer, "learner=pcd_buffer"),
+    }
+    checkpoint_keys = ("model", "learner", "best")
+    reports_sampler_cost = True
 
     def __init__(
         self,
@@ -86,7 +94,7 @@ class EBMLearning(LoopTask):
         check(ais_step_size > 0, "ais_step_size", f"must be > 0 (got {ais_step_size})")
         check(final_model in ("best", "last"), "final_model", f"best or last ({final_model!r})")
         check(on_divergence in ("evaluate_best", "stop"), "on_divergence", "evaluate_best or stop")
-        self.cad = Cadence(n_iters, log_every, checkpoint_every)
+        self.cadence = Cadence(n_iters, log_every, checkpoint_every)
         self.valid_every, self.valid_n, self.test_n = valid_every, valid_n, test_n
         self.valid_ais = (valid_ais_temps, valid_ais_chains)
         self.test_ais = (ais_temps, ais_chains)
@@ -100,16 +108,10 @@ class EBMLearning(LoopTask):
         return {"buffer": int(cfg.learner.get("buffer_size", 0)) * d * 4, "net": chains * c * d * 8}
 
     def build(self, ctx) -> Parts:
-        for group in ("dataset", "model", "sampler", "learner"):
-            check(ctx.has(group), group, f"ebm_learning needs a {group}")
         data = ctx.build("dataset")
-        check(isinstance(data, BinaryImages), "dataset", "needs a binary image dataset")
         data.check_files(["train", "test"] + (["valid"] if self.valid_every else []))
         model = ctx.build("model").to(ctx.device)
-        check(isinstance(model, ResNetEBM), "model", "ebm_learning needs model=resnet_ebm")
-        check(model.dim == data.dim, "model.dim", f"must equal the dataset's {data.dim}")
         sampler, learner = ctx.build("sampler"), ctx.build("learner")
-        check(isinstance(learner, PCDBuffer), "learner", "ebm_learning needs learner=pcd_buffer")
         dev, gen, train = ctx.device, ctx.generator, data.split("train")
         x_train = train.x.to(dev)
         test_x = spread_subset(data.split("test").binarized().to(dev), self.test_n)
@@ -120,9 +122,6 @@ class EBMLearning(LoopTask):
         mode = train.binarize  # each drawn batch is binarised (dynamic: fresh Bernoulli draws)
         learner.setup(model, x_train, gen, sampler, lambda b, g: binarize_batch(b, mode, g))
         return Parts(model, learner, valid_x, test_x, {"valid_ll": 0.0, "step": 0})
-
-    def cadence(self, parts: Parts) -> Cadence:
-        return self.cad
 
     def step(self, p: Parts, step: int, ctx) -> dict:
         info = p.learner.step(p.model, ctx.generator)
@@ -140,21 +139,13 @@ class EBMLearning(LoopTask):
 
     def evaluate(self, p: Parts, step: int, ctx) -> dict:
         out = {"last_loss": float(p.loss)}
-        if self.valid_every and (step % self.valid_every == 0 or step == self.cad.n_steps):
+        if self.valid_every and (step % self.valid_every == 0 or step == self.cadence.n_steps):
             v = self._ll(p, p.valid_x, self.valid_ais, ctx, False)
             out.update(valid_ll=v["ll"], valid_log_z=v["log_z"])
             if p.best["step"] == 0 or v["ll"] > p.best["valid_ll"]:
                 p.best = {"valid_ll": v["ll"], "step": step}
                 ctx.workspace.save({**self.state_dict(p), **p.best}, "best")
         return out
-
-    def state_dict(self, p: Parts) -> dict:
-        return {"model": p.model.state_dict(), "learner": p.learner.state_dict(), "best": p.best}
-
-    def load_state_dict(self, p: Parts, d: dict) -> None:
-        p.model.load_state_dict(d["model"])
-        p.learner.load_state_dict(d["learner"])
-        p.best = dict(d["best"])
 
     def on_divergence(self, p: Parts, error, history, ctx) -> dict:
         if self.divergence_policy == "stop" or p.best["step"] == 0:
@@ -169,7 +160,7 @@ class EBMLearning(LoopTask):
 
     def _test(self, p: Parts, history, ctx, diverged: int) -> dict:
         """Final AIS on the test split (cached in checkpoints/test_ais.pt), figures, results."""
-        seconds, n = ctx.elapsed(), (diverged - 1 if diverged else self.cad.n_steps)
+        seconds, n = ctx.elapsed(), (diverged - 1 if diverged else self.cadence.n_steps)
         which = "best" if (self.final_model == "best" or diverged) and p.best["step"] else "last"
         if which == "best":
             best = ctx.load_file("best")
@@ -190,8 +181,7 @@ class EBMLearning(LoopTask):
         if p.best["step"]:
             out["best_valid_ll"] = p.best["valid_ll"]
         out.update(best_step=p.best["step"], final_model=which, ema=self.use_ema)
-        acc, evals = ctx.totals.mean("accept_rate"), ctx.totals.total("n_log_prob") / max(n, 1)
-        out.update(diverged_at=diverged, n_iters=n, accept_rate=acc, evals_per_iter=evals)
+        out.update(diverged_at=diverged, n_iters=n)
         out.update(seconds=seconds, time_per_iter=seconds / max(n, 1))
         ais_temps, ais_chains = self.test_ais
         out.update(ais_seconds=res["ais_seconds"], ais_temps=ais_temps, ais_chains=ais_chains)

@@ -26,20 +26,20 @@ curve. ``python -m ebmlab.report table grbm/fig1_gmm`` assembles Fig. 1 from the
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import torch
 from torch import Tensor
 
-from ebmlab.core.loop import Cadence, LoopTask
+from ebmlab.core.loop import Cadence, LoopTask, Requirement
 from ebmlab.core.protocols import Kernel
 from ebmlab.data.gmm_toy import GMMToyDataset, gmm_params
-from ebmlab.errors import ConfigError, check
-from ebmlab.learning.epochs import EpochTraining
+from ebmlab.errors import check
+from ebmlab.learning.epochs import run_epoch
 from ebmlab.learning.grbm_cd import GRBMModifiedCD, sample_from_noise
 from ebmlab.metrics.density_2d import grid_metrics, mode_stats, plot_grid
 from ebmlab.models.grbm import GRBM
-from ebmlab.plotting.grbm_gmm import panel_density, panel_samples
+from ebmlab.plotting.grbm_gmm import run_figure
 from ebmlab.utils.workspace import atomic_torch_save
 
 
@@ -50,9 +50,10 @@ class Parts:
     sampler: Kernel
     learner: GRBMModifiedCD
     x: Tensor  # the training points
-    train: EpochTraining  # the model and learner, and the last epoch's scalars
+    last: dict = field(default_factory=dict)  # the last epoch's averaged update scalars
 
 
+@dataclass
 class GRBMGmm(LoopTask):
     """``task=grbm_gmm``: eval_every / checkpoint_every in epochs (the learner's n_epochs);
     sample_steps, n_samples: the final sampling chains; the density grid is [-plot_range,
@@ -61,31 +62,31 @@ class GRBMGmm(LoopTask):
 
     main_metric = "kl"
     progress_desc = "GRBM GMM"
+    requires = {
+        "dataset": Requirement(GMMToyDataset, "dataset=gmm_iso or dataset=gmm_aniso"),
+        "model": Requirement(GRBM, "model=grbm with n_visible 2", {"n_visible": 2}),
+        "sampler": Requirement(),
+        "learner": Requirement(GRBMModifiedCD, "learner=grbm_cd"),
+    }
+    checkpoint_keys = ("model", "learner", "last")
+    eval_every: int
+    checkpoint_every: int
+    sample_steps: int
+    n_samples: int
+    plot_range: float
+    grid_points: int
+    n_test_points: int
+    mode_radius: float
+    label: str
 
-    def __init__(
-        self,
-        eval_every: int,
-        checkpoint_every: int,
-        sample_steps: int,
-        n_samples: int,
-        plot_range: float,
-        grid_points: int,
-        n_test_points: int,
-        mode_radius: float,
-        label: str,
-    ):
-        for k, v in (("eval_every", eval_every), ("checkpoint_every", checkpoint_every)):
-            check(v >= 1, k, f"an integer >= 1 (got {v})")
-        check(sample_steps >= 1, "sample_steps", f"an integer >= 1 (got {sample_steps})")
-        check(n_samples >= 2, "n_samples", f">= 2 (got {n_samples})")
-        check(plot_range > 0, "plot_range", f"> 0 (got {plot_range})")
-        check(grid_points >= 11, "grid_points", f">= 11 (got {grid_points})")
-        check(n_test_points >= 1, "n_test_points", f">= 1 (got {n_test_points})")
-        check(mode_radius > 0, "mode_radius", f"> 0 (got {mode_radius})")
-        self.n_test_points, self.mode_radius = n_test_points, float(mode_radius)
-        self.eval_every, self.checkpoint_every = eval_every, checkpoint_every
-        self.sample_steps, self.n_samples = sample_steps, n_samples
-        self.plot_range, self.grid_points, self.label = float(plot_range), grid_points, label
+    def __post_init__(self):
+        bounds = {"eval_every": 1, "checkpoint_every": 1, "sample_steps": 1, "n_samples": 2}
+        bounds.update(grid_points=11, n_test_points=1)
+        for k, lo in bounds.items():
+            check(vars(self)[k] >= lo, k, f"an integer >= {lo} (got {vars(self)[k]})")
+        check(self.plot_range > 0, "plot_range", f"> 0 (got {self.plot_range})")
+        check(self.mode_radius > 0, "mode_radius", f"> 0 (got {self.mode_radius})")
+        self.plot_range, self.mode_radius = float(self.plot_range), float(self.mode_radius)
 
     def memory_estimate(self, cfg) -> dict[str, int]:
         lc, h = cfg.learner, int(cfg.model.n_hidden)
@@ -95,27 +96,18 @@ class GRBMGmm(LoopTask):
         }
 
     def build(self, ctx) -> Parts:
-        for group in ("model", "dataset", "sampler", "learner"):
-            check(ctx.has(group), group, f"task grbm_gmm needs a {group}")
-        data = ctx.build("dataset")
-        if not isinstance(data, GMMToyDataset):
-            raise ConfigError("dataset", "grbm_gmm needs dataset=gmm_iso or dataset=gmm_aniso")
-        model = ctx.build("model")
-        if not isinstance(model, GRBM) or model.n_visible != 2:
-            raise ConfigError("model", "grbm_gmm needs model=grbm with n_visible 2")
+        data, model = ctx.build("dataset"), ctx.build("model")
         sampler, learner = ctx.build("sampler"), ctx.build("learner")
-        check(isinstance(learner, GRBMModifiedCD), "learner", "grbm_gmm needs learner=grbm_cd")
         x = data.points().to(ctx.device)
         model.reset_parameters(torch.Generator().manual_seed(int(ctx.cfg.seed)))
         model.to(ctx.device)
         learner.setup(model, x, ctx.generator, sampler)
-        return Parts(data, model, sampler, learner, x, EpochTraining(model, learner))
-
-    def cadence(self, p: Parts) -> Cadence:
-        return Cadence(p.learner.n_epochs, self.eval_every, self.checkpoint_every)
+        self.cadence = Cadence(learner.n_epochs, self.eval_every, self.checkpoint_every)
+        return Parts(data, model, sampler, learner, x)
 
     def step(self, p: Parts, step: int, ctx) -> dict:
-        return p.train.epoch(ctx.generator)
+        p.last = run_epoch(p.learner, p.model, ctx.generator)
+        return p.last
 
     def evaluate(self, p: Parts, step: int, ctx) -> dict:
         return self._grid_metrics(p)
@@ -123,12 +115,6 @@ class GRBMGmm(LoopTask):
     def _grid_metrics(self, p: Parts) -> dict:
         test = p.data.fresh(self.n_test_points, p.data.seed + 1)
         return grid_metrics(p.model, p.data.log_prob, test, self.plot_range, self.grid_points)
-
-    def state_dict(self, p: Parts) -> dict:
-        return p.train.state_dict()
-
-    def load_state_dict(self, p: Parts, d: dict) -> None:
-        p.train.load_state_dict(d)
 
     def finish(self, p: Parts, history, ctx) -> dict:
         seconds = ctx.elapsed()
@@ -149,14 +135,15 @@ class GRBMGmm(LoopTask):
             "shown_modes_covered": ms_shown["modes_covered"],
             "sample_true_ll": float(p.data.log_prob(v[finite].double().cpu()).mean()),
             "sample_finite_fraction": float(finite.float().mean()),
-            "accept_rate": float(p.train.last["accept_rate"]),
+            "accept_rate": float(p.last["accept_rate"]),
             "seconds": seconds,
             "n_epochs": p.learner.n_epochs,
             "sample_steps": self.sample_steps,
         }
         arrays = self._arrays(p, v, ctx)
         atomic_torch_save(arrays, ctx.run_dir / "gmm_arrays.pt")
-        self._figure(arrays, history, p.learner.n_epochs, ctx)
+        fig = run_figure(arrays, history.column("step"), history.column("kl"), ctx.scale)
+        ctx.save_figure(fig, "gmm", step=p.learner.n_epochs)
         return results
 
     @torch.no_grad()
@@ -173,18 +160,3 @@ class GRBMGmm(LoopTask):
             "data": p.x.cpu().float(),
             "samples": v.cpu().float(),
         }
-
-    def _figure(self, a: dict, history, n_epochs: int, ctx) -> None:
-        import matplotlib.pyplot as plt
-
-        fig, axes = plt.subplots(1, 5, figsize=(17, 3.6))
-        panel_density(axes[0], a["true_density"], a["plot_range"], "true density")
-        panel_density(axes[1], a["neg_energy"], a["plot_range"], "GRBM -F(v)")
-        panel_samples(axes[2], a["data"], a["plot_range"], "data")
-        panel_samples(axes[3], a["samples"], a["plot_range"], "GRBM samples")
-        axes[4].plot(history.column("step"), history.column("kl"))
-        axes[4].set(xlabel="epoch", ylabel="KL(true || model)")
-        axes[4].grid(alpha=0.3)
-        fig.suptitle(f"GRBM on the {a['kind']} GMM ({a['label']}, {ctx.scale} scale)")
-        fig.tight_layout()
-        ctx.save_figure(fig, "gmm", step=n_epochs)

@@ -16,16 +16,17 @@ CelebA-32, CelebA-2K-64 with modified CD, samples generated from noise, FID.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import torch
+from hydra.utils import get_object
 from torch import Tensor
 
-from ebmlab.core.loop import Cadence, LoopTask
+from ebmlab.core.loop import Cadence, LoopTask, Requirement
 from ebmlab.core.protocols import Kernel
 from ebmlab.data.grayscale_images import GrayscaleImages, parse_split
 from ebmlab.errors import ConfigError, check
-from ebmlab.learning.epochs import EpochTraining
+from ebmlab.learning.epochs import run_epoch
 from ebmlab.learning.grbm_cd import GRBMModifiedCD, cosine_lr
 from ebmlab.learning.grbm_sampling import generate, intermediate_samples
 from ebmlab.metrics.image_fid import FeatureNetSpec, check_inception, image_fid
@@ -33,6 +34,8 @@ from ebmlab.models.grbm import GRBM
 from ebmlab.plotting.grbm_images import filters_figure, images_figure
 from ebmlab.samplers.grbm import GRBMGibbsLangevin, GRBMLangevin
 from ebmlab.utils.plotting import curves
+
+_ANNEALABLE = (GRBMLangevin, GRBMGibbsLangevin)  # the samplers with a step size alpha_0
 
 
 @dataclass
@@ -43,7 +46,7 @@ class Parts:
     learner: GRBMModifiedCD
     n_train: int
     base_step: float  # the sampler's alpha_0 (annealed per epoch when anneal_step_size)
-    train: EpochTraining  # the model and learner, and the last epoch's scalars
+    last: dict = field(default_factory=dict)  # the last epoch's averaged update scalars
 
 
 @dataclass
@@ -51,6 +54,15 @@ class GRBMImages(LoopTask):
     """``task=grbm_images`` (conf/task/grbm_images.yaml documents every key)."""
 
     progress_desc = "GRBM images"
+    requires = {
+        "dataset": Requirement(
+            GrayscaleImages, "mnist_gray, fashion_mnist, celeba32 or celeba2k64"
+        ),
+        "model": Requirement(GRBM, "model=grbm", {"n_visible": "dataset.dim"}),
+        "sampler": Requirement(),
+        "learner": Requirement(GRBMModifiedCD, "learner=grbm_cd"),
+    }
+    checkpoint_keys = ("model", "learner", "last")
     eval_every: int
     checkpoint_every: int
     train_split: str
@@ -87,21 +99,14 @@ class GRBMImages(LoopTask):
         neg, fid = int(lc.cd_steps) * int(lc.batch_size) * (d + h) * 4, self.n_fid_samples * d * 8
         return {"negatives": neg, "weights": 3 * d * h * 4, "fid_samples": fid}  # W, grad, new W
 
-    def build(self, ctx) -> Parts:
-        for group in ("model", "dataset", "sampler", "learner"):
-            check(ctx.has(group), group, f"task grbm_images needs a {group}")
-        data = ctx.build("dataset")
-        images = "mnist_gray, fashion_mnist, celeba32 or celeba2k64"
-        check(isinstance(data, GrayscaleImages), "dataset", f"grbm_images needs {images}")
-        model = ctx.build("model")
-        check(isinstance(model, GRBM), "model", "grbm_images needs model=grbm")
-        dim_msg = f"{model.n_visible} does not match the dataset's dim {data.dim}"
-        check(model.n_visible == data.dim, "model.n_visible", dim_msg)
-        sampler, learner = ctx.build("sampler"), ctx.build("learner")
-        check(isinstance(learner, GRBMModifiedCD), "learner", "grbm_images needs learner=grbm_cd")
-        annealable = isinstance(sampler, (GRBMLangevin, GRBMGibbsLangevin))
+    def check_config(self, cfg) -> None:
+        annealable = issubclass(get_object(cfg.sampler._target_), _ANNEALABLE)
         if self.anneal_step_size and not annealable:
             raise ConfigError("task.anneal_step_size", "the sampler has no step size (Gibbs)")
+
+    def build(self, ctx) -> Parts:
+        data, model = ctx.build("dataset"), ctx.build("model")
+        sampler, learner = ctx.build("sampler"), ctx.build("learner")
         fid = self.n_fid_samples > 0
         no_labels = f"{data.name} has no labels for the feature classifier: set it to false"
         check(data.has_labels or not (fid and self.feature_fid), "task.feature_fid", no_labels)
@@ -116,17 +121,15 @@ class GRBMImages(LoopTask):
         model.reset_parameters(torch.Generator().manual_seed(int(ctx.cfg.seed)))
         model.to(ctx.device)
         learner.setup(model, x_train, ctx.generator, sampler, lambda b, g: data.preprocess(b))
-        base = sampler.step_size if annealable else 0.0
-        train = EpochTraining(model, learner)
-        return Parts(data, model, sampler, learner, x_train.shape[0], base, train)
-
-    def cadence(self, p: Parts) -> Cadence:
-        return Cadence(p.learner.n_epochs, self.eval_every, self.checkpoint_every)
+        base = sampler.step_size if isinstance(sampler, _ANNEALABLE) else 0.0
+        self.cadence = Cadence(learner.n_epochs, self.eval_every, self.checkpoint_every)
+        return Parts(data, model, sampler, learner, x_train.shape[0], base)
 
     def step(self, p: Parts, step: int, ctx) -> dict:
         if self.anneal_step_size:
             p.sampler.step_size = cosine_lr(p.base_step, p.learner.epoch / p.learner.n_epochs)
-        return p.train.epoch(ctx.generator)
+        p.last = run_epoch(p.learner, p.model, ctx.generator)
+        return p.last
 
     def evaluate(self, p: Parts, step: int, ctx) -> dict:
         lv = p.model.log_var.detach()
@@ -139,12 +142,6 @@ class GRBMImages(LoopTask):
             self._samples_figure(p, ctx, f"samples_epoch{step}", note, step)
         return out
 
-    def state_dict(self, p: Parts) -> dict:
-        return p.train.state_dict()
-
-    def load_state_dict(self, p: Parts, d: dict) -> None:
-        p.train.load_state_dict(d)
-
     def finish(self, p: Parts, history, ctx) -> dict:
         seconds = ctx.elapsed()
         if self.anneal_step_size:
@@ -153,8 +150,8 @@ class GRBMImages(LoopTask):
         results = {
             "final_log_var": float(p.model.log_var.detach().mean()),
             "final_mean_var": float(p.model.var.detach().mean()),
-            "recon_mse": float(p.train.last["recon_mse"]),
-            "accept_rate": float(p.train.last["accept_rate"]),
+            "recon_mse": float(p.last["recon_mse"]),
+            "accept_rate": float(p.last["accept_rate"]),
             "seconds": seconds,
             "n_epochs": p.learner.n_epochs,
             "n_updates": int(p.learner.n_updates),

@@ -12,9 +12,11 @@ import math
 from dataclasses import dataclass
 
 import torch
+from hydra.utils import get_object
+from omegaconf import OmegaConf
 from torch import Tensor
 
-from ebmlab.core.loop import Cadence, LoopTask
+from ebmlab.core.loop import Cadence, LoopTask, Requirement
 from ebmlab.core.protocols import Learner
 from ebmlab.data.ising_data import IsingLatticeData
 from ebmlab.errors import ConfigError
@@ -33,9 +35,21 @@ class Parts:
 class IsingLearning(LoopTask):
     main_metric = "log_rmse"
     progress_desc = "Ising learning"
+    requires = {
+        "dataset": Requirement(IsingLatticeData, "an Ising dataset (dataset=ising_lattice)"),
+        "model": Requirement(DenseIsing, "a learnable Ising (model=ising)", {"dim": "dataset.dim"}),
+        "learner": Requirement(),
+    }
+    checkpoint_keys = ("model", "learner")
+    reports_sampler_cost = True  # with a sampler (PCD): its acceptance and evaluations
 
     def __init__(self, n_iters: int, eval_every: int, checkpoint_every: int):
-        self.cad = Cadence(n_iters, eval_every, checkpoint_every)
+        self.cadence = Cadence(n_iters, eval_every, checkpoint_every)
+
+    def check_config(self, cfg) -> None:
+        sampler = OmegaConf.select(cfg, "sampler._target_")
+        if get_object(cfg.learner._target_).needs_sampler and sampler is None:
+            raise ConfigError("sampler", "the learner draws negatives with a sampler: choose one")
 
     def memory_estimate(self, cfg) -> dict[str, int]:
         d = int(cfg.dataset.n_side) ** 2
@@ -48,27 +62,12 @@ class IsingLearning(LoopTask):
         }
 
     def build(self, ctx) -> Parts:
-        data = ctx.build("dataset")
-        if not isinstance(data, IsingLatticeData):
-            raise ConfigError("dataset", "ising_learning needs an Ising dataset (ising_lattice)")
-        model = ctx.build("model").to(ctx.device)
-        if not isinstance(model, DenseIsing):
-            raise ConfigError("model", "ising_learning needs a learnable Ising model (model=ising)")
-        if model.dim != data.dim:
-            raise ConfigError(
-                "model.dim",
-                f"model dimension {model.dim} does not match the dataset's "
-                f"{data.dim} (dataset.n_side={data.n_side}); model.dim defaults to "
-                "${dataset.dim}",
-            )
+        data, model = ctx.build("dataset"), ctx.build("model").to(ctx.device)
         learner = ctx.build("learner")
         sampler = ctx.build("sampler") if learner.needs_sampler else None
         x = data.samples(progress=ctx.cfg.progress).to(ctx.device)
         learner.setup(model, x, ctx.generator, sampler)
         return Parts(model, learner, data.true_coupling().to(ctx.device))
-
-    def cadence(self, parts: Parts) -> Cadence:
-        return self.cad
 
     def step(self, p: Parts, step: int, ctx) -> dict:
         return p.learner.step(p.model, ctx.generator)
@@ -81,15 +80,8 @@ class IsingLearning(LoopTask):
         r = self._rmse(p)
         return {"rmse": r, "log_rmse": math.log(r)}
 
-    def state_dict(self, p: Parts) -> dict:
-        return {"model": p.model.state_dict(), "learner": p.learner.state_dict()}
-
-    def load_state_dict(self, p: Parts, d: dict) -> None:
-        p.model.load_state_dict(d["model"])
-        p.learner.load_state_dict(d["learner"])
-
     def finish(self, p: Parts, history, ctx) -> dict:
-        seconds, n = ctx.elapsed(), self.cad.n_steps
+        seconds, n = ctx.elapsed(), self.cadence.n_steps
         its, secs = history.column("step"), history.column("seconds")
         lr = history.column("log_rmse")
         fig = side_by_side(
@@ -101,14 +93,10 @@ class IsingLearning(LoopTask):
         )
         ctx.save_figure(fig, "log_rmse", step=n)
         r = self._rmse(p)
-        results = {
+        return {
             "rmse": r,
             "log_rmse": math.log(r),
             "seconds": seconds,
             "time_per_iter": seconds / n,
             "n_iters": n,
         }
-        if p.learner.needs_sampler:  # sampler statistics, averaged over the whole run
-            results["accept_rate"] = ctx.totals.mean("accept_rate")
-            results["evals_per_iter"] = ctx.totals.mean("n_log_prob")
-        return results

@@ -209,7 +209,7 @@ def test_ebm_learning_end_to_end(trained_ebm):
     d, r = trained_ebm
     assert math.isfinite(r["test_ll"]) and r["test_ll"] < 0
     assert r["n_iters"] == 12 and r["diverged_at"] == 0 and r["final_model"] == "best"
-    assert r["best_step"] in (6, 12) and r["evals_per_iter"] == 2
+    assert r["best_step"] in (6, 12) and r["log_prob_evals_per_step"] == 2
     assert (d / "checkpoints" / "best.pt").exists() and (d / "checkpoints" / "last.pt").exists()
     assert (d / "figures" / "buffer.png").exists() and (d / "figures" / "valid_ll.png").exists()
     rows = read_metrics(d / "metrics.jsonl")

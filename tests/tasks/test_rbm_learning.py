@@ -84,7 +84,7 @@ def test_rbm_learning_cli_ais_close_to_exact(tmp_path):
     args = [*EXP, *TINY, "sampler=gwg", "task.ais_temps=500", "task.eval_every=5"]
     p = run_cli([*args, "task.ais_every=10", "task.ais_every_temps=50"], tmp_path / "run")
     r = p.results
-    assert math.isfinite(r["test_ll"]) and r["n_iters"] == 20 and r["evals_per_iter"] == 11
+    assert math.isfinite(r["test_ll"]) and r["n_iters"] == 20 and r["log_prob_evals_per_step"] == 11
     tol = 0.05 + 5 * r["log_z_stderr"]
     assert abs(r["log_z"] - r["log_z_exact"]) < tol
     assert abs(r["test_ll"] - r["test_ll_exact"]) < tol
