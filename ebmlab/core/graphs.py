@@ -137,10 +137,13 @@ class CudaGraphBackend(CaptureBackend):
 
     def __init__(self, device: torch.device):
         self.device = torch.device(device)
+        self._side = None  # the warm-up stream, made on first use
 
     def warm(self, fn):
         main = torch.cuda.current_stream(self.device)
-        side = torch.cuda.Stream(self.device)
+        if self._side is None:
+            self._side = torch.cuda.Stream(self.device)
+        side = self._side
         side.wait_stream(main)
         with torch.cuda.stream(side):
             out = fn()
@@ -329,7 +332,14 @@ def _python_values(obj) -> list:
 
 
 def _tensors(obj) -> list[Tensor]:
-    return [t for t in tree_flatten(obj)[0] if isinstance(t, Tensor)]
+    """The tensors in ``obj`` (nested containers, chain states)."""
+    out = []
+    for v in tree_flatten(obj)[0]:
+        if isinstance(v, ChainState):
+            out += flatten_state(v)[0]
+        elif isinstance(v, Tensor):
+            out.append(v)
+    return out
 
 
 # ---- the state as buffers and structure -----------------------------------------------------
@@ -560,6 +570,13 @@ class GraphedSteps:
 
         try:
             graph, (out_leaves, sums_tensors, _) = self.backend.capture(fn, generator)
+        except (HostReadError, ReplayMismatch):
+            raise
+        except Exception as e:
+            raise RuntimeError(
+                f"capturing {n} steps of {type(kernel).__name__} as a CUDA graph failed: {e}\n"
+                "compile=none runs the same steps eagerly (the same numbers, slower)"
+            ) from e
         finally:
             moved = freeze(_attributes(kernel)) != before
             _restore(kernel, attrs)  # the capture's Python side is undone

@@ -323,3 +323,17 @@ def test_a_key_that_never_repeats_stops_capturing_with_a_warning(monkeypatch):
     with pytest.warns(UserWarning, match="run eagerly from now on"):
         _blocks(r, [3] * 3)
     assert capture.backend.captures == 2
+
+
+def test_a_failed_capture_says_how_to_run_eagerly():
+    class Refusing(graphs.StandInBackend):
+        def capture(self, fn, generator):
+            fn()
+            raise RuntimeError("operation not permitted when stream is capturing")
+
+    r = _runner(SAMPLERS["ACS"], graphs.GraphedSteps(Refusing()))
+    _blocks(r, [20, 20])
+    position = r.kernel.step_count
+    with pytest.raises(RuntimeError, match="compile=none runs the same steps eagerly"):
+        r.run(20)
+    assert r.kernel.step_count == position  # the capture's Python side was undone
