@@ -231,6 +231,7 @@ _HOST_READ_OPS = {
     "is_nonzero",
     "nonzero",
     "equal",
+    "allclose",
     "masked_select",
     "_unique",
     "_unique2",
