@@ -107,6 +107,7 @@ class SamplerESS(LoopTask):
     target in tables (e.g. "grid_J0.4407"); ``init`` "uniform": independent uniform states."""
 
     main_metric = "ess_n"
+    reports_sampler_cost = True  # accept_rate, log_prob_ / grad_evals_per_step after burn-in
     progress_desc = "ESS"
 
     def __init__(
@@ -144,7 +145,7 @@ class SamplerESS(LoopTask):
         check(tune_accept == 0 or burn_in > 0, "tune_accept", msg)
         check(tune_rate > 0, "tune_rate", f"must be > 0 (got {tune_rate})")
         check(grad_query_cost >= 0, "grad_query_cost", f"must be >= 0 (got {grad_query_cost})")
-        self.cad = Cadence(n_steps, log_every, checkpoint_every)
+        self.cadence = Cadence(n_steps, log_every, checkpoint_every)
         self.n_chains, self.burn_in, self.ref_seed = n_chains, burn_in, ref_seed
         self.init_run = init_run
         self.sync_burn_in, self.tune_accept, self.tune_rate = sync_burn_in, tune_accept, tune_rate
@@ -154,7 +155,7 @@ class SamplerESS(LoopTask):
         m = cfg.get("model") or {}
         d = int(m.get("dim") or m.get("n_nodes") or int(m.get("n_side") or 0) ** 2 or 1)
         return {
-            "summary": (self.cad.n_steps - self.burn_in) * self.n_chains * 4,
+            "summary": (self.cadence.n_steps - self.burn_in) * self.n_chains * 4,
             "chains": 4 * self.n_chains * d * 4,  # states, gradients, proposals, flip probabilities
         }
 
@@ -182,9 +183,10 @@ class SamplerESS(LoopTask):
             else self._run_states(model, dev)
         )
         ref = random_states(model, 1, torch.Generator().manual_seed(self.ref_seed), "cpu")[0]
-        summary = torch.zeros(self.cad.n_steps - self.burn_in, n, dtype=torch.float32, device=dev)
+        m = self.cadence.n_steps - self.burn_in
+        summary = torch.zeros(m, n, dtype=torch.float32, device=dev)
         state = sampler.init(model, x0)
-        runner = ChainRunner(model, tuner or sampler, state, g, run_steps=self.cad.n_steps)
+        runner = ChainRunner(model, tuner or sampler, state, g, run_steps=self.cadence.n_steps)
         return Parts(model, sampler, tuner, runner, ref.to(dev), summary, configured)
 
     def _run_states(self, model, device) -> Tensor:
@@ -205,9 +207,6 @@ class SamplerESS(LoopTask):
         if not ok:
             raise ConfigError("init", f"{self.init_run}'s states are not states of this target")
         return x.float().clone()  # on the device: loaded there
-
-    def cadence(self, parts: Parts) -> Cadence:
-        return self.cad
 
     def step(self, p: Parts, step: int, ctx) -> dict:
         B = self.burn_in
@@ -250,7 +249,7 @@ class SamplerESS(LoopTask):
         p.summary, p.burn_seconds = d["summary"].to(p.summary.device), d["burn_seconds"]
 
     def finish(self, p: Parts, history, ctx) -> dict:
-        seconds, totals, m = ctx.elapsed(), ctx.totals, self.cad.n_steps - self.burn_in
+        seconds, totals, m = ctx.elapsed(), ctx.totals, self.cadence.n_steps - self.burn_in
         sample_seconds = seconds - p.burn_seconds
         chains = per_chain_ess(p.summary.cpu())
         ess_mean, ess_std = chains["ess"], chains["ess_std"]
@@ -265,11 +264,8 @@ class SamplerESS(LoopTask):
             "ess_n_se": ess_n * rel_se,
             "ess_t": ess_t,  # no _se: wall-time noise, not the chains, dominates its error
             "ess_per_step": ess_mean / m,
-            "accept_rate": totals.mean("accept_rate"),
             "jump": totals.mean("jump"),
             "queries_per_step": totals.mean("queries"),
-            "log_prob_evals_per_step": totals.mean("n_log_prob"),
-            "grad_evals_per_step": totals.mean("n_grad"),
             "init_log_prob_evals": float(init_lp),
             "init_grad_evals": float(init_grad),
             "sample_seconds": sample_seconds,

@@ -373,7 +373,8 @@ class ABAdaptation:
     ``step`` proposes with the kernel at the adapter's current (sigma, alpha) (a probe value
     while adapting), records the jump, collects the pairs for W while ``w`` needs them, and
     moves through the phases; once FROZEN it runs :meth:`frozen`. ``whole_run`` (Alg. 1 as
-    written) keeps adapting after ``burn_in``: never frozen, not exact.
+    written) keeps adapting after ``burn_in``: never frozen, not exact. ``w`` builds, from
+    ``burn_in``, where W comes from (:class:`BurnInW`, :class:`DataDiagonalW`); None: W = 0.
     """
 
     needs_grad = True
