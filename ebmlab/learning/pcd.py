@@ -24,6 +24,14 @@ from ebmlab.learning.batches import Transform, draw_rows
 BUFFER_INITS = ("uniform", "data_mean")
 
 
+def check_finite_parameters(model, iteration: int) -> None:
+    """DivergenceError unless every parameter of ``model`` is finite: one host read for all
+    of them (a sync on a GPU), not one per tensor."""
+    finite = [torch.isfinite(p).all() for p in model.parameters()]
+    if finite and not torch.stack(finite).all():
+        raise DivergenceError(iteration, "a model parameter")
+
+
 class PersistentChains:
     """A learner's chains, advanced in blocks by the one chain runner (:mod:`ebmlab.core.chain`).
 
@@ -161,9 +169,7 @@ class PCD:
         loss.backward()
         self.optimizer.step()
         model.project_()
-        for p in model.parameters():
-            if not torch.isfinite(p).all():
-                raise DivergenceError(self.iteration, "a model parameter")
+        check_finite_parameters(model, self.iteration)
         return loss.detach()
 
     def state_dict(self) -> dict:

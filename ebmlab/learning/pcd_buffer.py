@@ -30,7 +30,7 @@ from torch import Tensor
 from ebmlab.errors import ConfigError, DivergenceError, check
 from ebmlab.learning.acs_schedule import ACSPCDSchedule
 from ebmlab.learning.batches import Transform, draw_rows
-from ebmlab.learning.pcd import PersistentChains
+from ebmlab.learning.pcd import PersistentChains, check_finite_parameters
 
 
 class PCDBuffer:
@@ -170,9 +170,7 @@ class PCDBuffer:
         self.optimizer.zero_grad(set_to_none=True)
         total.backward()
         self.optimizer.step()
-        for p in model.parameters():
-            if not torch.isfinite(p).all():
-                raise DivergenceError(self.iteration, "a model parameter")
+        check_finite_parameters(model, self.iteration)
         self._update_ema(model)
         return {"loss": value, "lr": lr, **info}
 

@@ -23,15 +23,22 @@ from tests.helpers import from_conf
 HOST_READS = ("item", "tolist", "__float__", "__int__", "__bool__", "__index__", "numpy")
 
 
+class Reads(list):
+    """Host reads seen (names of the Tensor methods); none recorded while ``paused``."""
+
+    paused = False
+
+
 @contextmanager
 def host_reads(monkeypatch):
     """Records every read of a tensor's value on the host (what syncs with a GPU)."""
-    seen: list[str] = []
+    seen = Reads()
     for name in HOST_READS:
         orig = getattr(torch.Tensor, name)
 
         def spy(self, *a, _orig=orig, _name=name, **kw):
-            seen.append(_name)
+            if not seen.paused:
+                seen.append(_name)
             return _orig(self, *a, **kw)
 
         monkeypatch.setattr(torch.Tensor, name, spy)
@@ -39,6 +46,20 @@ def host_reads(monkeypatch):
         yield seen
     finally:
         monkeypatch.undo()
+
+
+def uncounted(seen: Reads, optimizer) -> None:
+    """Adam reads its step counters, which torch keeps on the CPU (no GPU sync): not counted."""
+    step = optimizer.step
+
+    def quiet(*a, **kw):
+        seen.paused = True
+        try:
+            return step(*a, **kw)
+        finally:
+            seen.paused = False
+
+    optimizer.step = quiet
 
 
 @pytest.fixture
@@ -90,6 +111,27 @@ def test_replay_buffer_sampling_reads_nothing_back(monkeypatch):
         xs, info = learner._sample(m, x0, g)
     assert seen == []
     assert isinstance(info["accept_rate"], torch.Tensor) and 0 < float(info["accept_rate"]) <= 1
+
+
+def test_a_training_update_reads_the_host_twice(monkeypatch):
+    """One PCD iteration reads two values on the host: the loss (divergence check, the logged
+    value) and one flag for all parameters being finite (the old code read one per parameter
+    tensor, and PCDBuffer two per sampler step)."""
+    g, m = torch.Generator().manual_seed(0), tiny_ebm()
+    buffered = from_conf("learner/pcd_buffer", buffer_size=12, batch_size=6, sampler_steps=4)
+    buffered.setup(m, data(6), g, DMALA(0.2, None))
+    r = rbm()
+    learner = pcd()
+    learner.setup(r, data(), g, DMALA(0.2, None))
+    batch = data(8, seed=2)
+    with host_reads(monkeypatch) as seen:
+        uncounted(seen, buffered.optimizer)
+        buffered.update(m, data(6), g)
+    assert seen == ["__float__", "__bool__"]  # the loss, all parameters finite
+    with host_reads(monkeypatch) as seen:
+        uncounted(seen, learner.optimizer)
+        learner.update(r, batch, g)
+    assert seen == ["item", "__bool__"]
 
 
 def test_pcd_and_acs_pcd_sampling_read_nothing_back(monkeypatch):
