@@ -56,7 +56,9 @@ def test_acs_pcd_schedule(gen):
     assert phases == [2.0, 3.0, 0.0, 0.0, 1.0, 0.0, 0.0, 0.0, 1.0]
     assert evals[0] == 1 + 10 and evals[4] == 1 + 3 and evals[2] == 1 + 6
     assert accs[4] == 1.0  # exploration: no MH
-    assert sampler.alpha_max >= sampler.alpha_min > 0
+    tuned = learner.acs.params  # re-tuned in the schedule; the sampler stays as configured
+    assert tuned.alpha_max >= tuned.alpha_min > 0 and info["alpha_min"] == tuned.alpha_min
+    assert (sampler.alpha_max, sampler.alpha_min) == (5.0, 0.1)
 
 
 def test_acs_pcd_rejects_other_samplers(gen):

@@ -25,8 +25,6 @@ class ACS(CyclicalKernel):
 
     pcd_schedule = "acs"  # in PCD it follows ACS's schedule (Algorithm 6, learning.acs_schedule)
 
-    pcd_schedule = "acs"  # PCD learners follow ACS's Algorithm 6 (ebmlab.learning.acs_schedule)
-
     def __init__(
         self,
         steps_per_cycle: int,
@@ -70,7 +68,7 @@ class ACS(CyclicalKernel):
                 f"must be >= {need} steps for burn-in + balancing schedule + one round of each "
                 f"alpha search (got {tune_budget})",
             )
-        self.tuned = False  # the tuning is done (set by ACS-PCD's re-tuning too)
+        self.tuned = False  # the tuning is done
         self.tuning: ACSTuning | None = None  # Algorithm 2 in progress, once planned
 
     @property
