@@ -206,6 +206,42 @@ def test_sampler_ess_resumed_mid_warm_up_continues_it_and_reruns_none(
     assert_same_results(resumed["metrics"], full["metrics"])
 
 
+OLD = ["model.n_side=4", "task.n_chains=4", "task.n_steps=300", "task.burn_in=200"]
+OLD += ["task.log_every=50", "task.checkpoint_every=40"]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    "case,sampler",
+    [
+        ("ess_ab_shift", ["sampler=ab_shift", "sampler.n_probe=10"]),  # step 40: collecting pairs
+        ("ess_rwm", ["sampler=rwm"]),  # step 120: tuning the radius
+        ("ess_tune", ["sampler=dmala", "task.tune_accept=0.574"]),  # step 120: tuning the step
+    ],
+)
+def test_a_checkpoint_of_the_code_before_issue_44_resumes_mid_burn_in(tmp_path, case, sampler):
+    """tests/fixtures/checkpoints/<case>_4bfdce4.pt: the ``task`` entry of a checkpoint that
+    the base commit's code wrote mid-burn-in. Today's code writes the same layout (plus the
+    runner's step count), and the old entry resumed gives the uninterrupted run's numbers."""
+    from ebmlab.utils.workspace import Workspace
+    from tests.helpers import REPO
+    from tests.tasks.test_old_checkpoints import layout
+
+    old = torch.load(REPO / f"tests/fixtures/checkpoints/{case}_4bfdce4.pt", weights_only=True)
+    args = [*ESS, *OLD, *sampler]
+    run = tmp_path / "old"
+    env = {"EBMLAB_FAULT_KILL_AT_STEP": str(old["step"])}
+    assert run_cli(args, run, env=env, check=False).returncode != 0
+    ws = Workspace(run)
+    ckpt = ws.load("last")
+    assert ckpt["_run"]["step"] == old["step"] and set(ckpt["task"]) == {*old["task"], "steps"}
+    for k in ("sampler", "tuner", "summary", "x"):
+        assert layout(ckpt["task"][k]) == layout(old["task"][k]), k
+    ckpt["task"] = old["task"]  # what the old code wrote
+    ws.save(ckpt, "last")
+    assert_same_results(run_cli(args, run).results, run_cli(args, tmp_path / "new").results)
+
+
 def test_the_task_declares_its_burn_in_as_the_warm_up():
     """sync_burn_in sets the warm-up of the adaptations that take one (AB's burn_in and the W
     it fits on a share of it, RWM's adapt_steps) through one method, no config key names."""
