@@ -48,6 +48,20 @@ class Chains:
         self.runner.load_state_dict(d["runner"])
         self.tune_steps, self.tune_seconds = int(d["tune"][0]), float(d["tune"][1])
 
+    def legacy_state(self, chain: dict, sampler: dict, tune=(0, 0.0)) -> dict:
+        """A :meth:`state_dict` from a checkpoint of the code before the runner (4bfdce4):
+        the chains and the sampler's state (an adaptation's own, or a kernel's; ACS's was
+        its cyclical kernel's, cycle position included, once tuned)."""
+        a, frozen, kernel = self.runner.adaptation, True, sampler
+        if a is not None:
+            a.load_state_dict(sampler)
+            frozen = a.done
+            if not (frozen and isinstance(a, PlannedAdaptation)):
+                kernel = None  # frozen() rebuilds the kernel from the adaptation
+        runner = {"steps": 0, "chain": chain, "frozen": frozen, "kernel": kernel}
+        runner["adaptation"] = None if a is None else a.state_dict()
+        return {"runner": runner, "tune": list(tune)}
+
 
 class ChainTask(LoopTask):
     """A LoopTask on one set of chains (``parts.chains``); ``self.cadence`` is set in
@@ -83,6 +97,15 @@ class ChainTask(LoopTask):
                 if ctx.device.type == "cuda":
                     torch.cuda.synchronize(ctx.device)
                 c.tune_seconds = time.perf_counter() - t0
+
+    def load_state_dict(self, parts, d: dict) -> None:
+        if "chains" not in d and "sampler" in d:  # written before the runner (4bfdce4)
+            d = self.legacy(parts, d)
+        super().load_state_dict(parts, d)
+
+    def legacy(self, parts, d: dict) -> dict:
+        """This task's checkpoint layout from that of 4bfdce4 (``parts.chains.legacy_state``)."""
+        return d  # none: the loop says what the checkpoint lacks
 
     def advance(self, parts, step: int, ctx) -> StepInfo:
         """Loop step ``step``: one sampling step (the warm-up first at step 1)."""

@@ -78,6 +78,10 @@ class IsingSampling(ChainTask):
         chains = self.start_chains(ctx, model, sampler, x0)
         return Parts(model, exact_mean, chains, running, trace)
 
+    def legacy(self, p: Parts, d: dict) -> dict:
+        chains = p.chains.legacy_state(d, d["sampler"])  # the chains were top-level keys
+        return {"chains": chains, "running": d["running"], "trace": d["trace"]}
+
     def step(self, p: Parts, step: int, ctx) -> dict:
         info = self.advance(p, step, ctx)
         p.trace[step - 1] = p.chains.x.to(torch.uint8)

@@ -116,6 +116,10 @@ class Multimodal2D(ChainTask):
         visits = torch.zeros(S * S, dtype=torch.float64, device=dev)
         return Parts(model, chains, visits, exact, cells, near)
 
+    def legacy(self, p: Parts, d: dict) -> dict:
+        tune = (d["tune"]["tune_steps"], d["tune"]["tune_seconds"])
+        return {"chains": p.chains.legacy_state(d["chain"], d["sampler"], tune), **d}
+
     def step(self, p: Parts, step: int, ctx) -> dict:
         info = self.advance(p, step, ctx)
         if step > self.burn_in:

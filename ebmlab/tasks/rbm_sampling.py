@@ -129,6 +129,10 @@ class RBMSampling(ChainTask):
         row0 = {"log_mmd": p.info["log_mmd_0"], "log_mmd_floor": p.info["log_mmd_floor"]}
         ctx.log({**row0, "seconds": c.tune_seconds}, step=0)
 
+    def legacy(self, p: Parts, d: dict) -> dict:
+        tune = (d["info"]["tune_steps"], d["info"]["tune_seconds"])
+        return {"chains": p.chains.legacy_state(d["chain"], d["sampler"], tune), **d}
+
     def step(self, p: Parts, step: int, ctx) -> dict:
         info = self.advance(p, step, ctx)
         p.trace[step - 1] = p.chains.x[: self.ess_chains].to(torch.uint8)
