@@ -26,6 +26,7 @@ from omegaconf import DictConfig, OmegaConf
 
 import ebmlab.run  # noqa: F401 - registers resolvers
 from ebmlab.report.figures import FIGURES
+from ebmlab.report.spec import load_paper
 from ebmlab.utils.config import validate_node
 
 REPO = Path(__file__).resolve().parents[2]
@@ -281,8 +282,8 @@ def test_report_node_is_valid(experiment):
     assert set(report) <= {"tables", "figures", "inputs"}, experiment
     for item in report.get("tables") or []:
         assert item.get("group") and item.get("metrics"), f"{experiment}: table needs both"
-        if item.get("paper"):
-            assert (REPO / item["paper"]).is_file(), item["paper"]
+        if item.get("paper"):  # names a table of conf/claims/*.yaml `tables:` (one home)
+            assert load_paper(item), f"{experiment}: no paper table {item['paper']!r}"
         for other in (item.get("include") or []) + (item.get("experiments") or []):
             assert other in EXPERIMENTS, f"{experiment}: unknown experiment {other}"
     for item in report.get("figures") or []:
