@@ -13,9 +13,14 @@ of a fixed-parameter kernel, as :class:`~ebmlab.core.chain.ChainRunner` does the
 - the key is everything the captured work depends on besides tensor values: the block
   length, the state's structure (shapes, dtypes, devices, which caches ``aux``/``extra`` hold
   and their tags), the kernel's frozen parameters (``kernel.capture_key()`` where defined,
-  else its attributes), the model's parameter storage (and its ``flip_tag()``), the
-  generator. A change of any of them (AB/ACS adaptation freezing, a resized batch) is a new
-  key and a new capture; a steady chain replays one graph.
+  else its attributes), the model's parameter storage, the generator. A change of any of
+  them (AB/ACS adaptation freezing, a resized batch) is a new key and a new capture; a
+  steady chain replays one graph. A single-flip cache's tag holds the parameter versions it
+  was computed with; the key holds only whether it is the model's current one (parameters
+  updated in place, as PCD's optimiser does, keep the graph: it reads the same storage),
+  and a replay's output is tagged with the model's tag at the replay. A cache restored
+  from a checkpoint is checked on the host first: that block runs eagerly. The model's
+  memos (``clear_memos()``) are recomputed inside a captured block.
 - draws come from the run's generator, registered with the graph
   (``CUDAGraph.register_generator_state``): a replay draws exactly what the eager steps
   would have drawn from the generator's current state, and advances it the same way, so a
@@ -52,12 +57,14 @@ from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_flatten
 
 from ebmlab.core import state as state_module
-from ebmlab.core.state import ChainState
+from ebmlab.core.state import RESTORED, ChainState
 from ebmlab.errors import ConfigError
 
 MODES = ("graph", "none")
 MAX_GRAPHS = 4  # graphs kept per runner (least recently used dropped)
 MAX_CAPTURES = 16  # captures per runner before it stops capturing (a key that never repeats)
+CURRENT = ("the model's current flip_tag",)  # a flip cache's tag in a key and a graph's output
+STALE = ("another flip_tag",)  # in a key: a flip cache the block's first step rebuilds
 
 
 class NotCapturable(Exception):
@@ -417,21 +424,56 @@ def kernel_key(kernel) -> Hashable:
     return ("attributes", type(kernel).__qualname__, freeze(vars(kernel)))
 
 
-def model_key(model, flip_cache: bool = False) -> Hashable:
+def model_key(model) -> Hashable:
     """What a model's computation depends on besides the chains. Its parameters, buffers and
     other tensor attributes by storage (a graph reads them where they are: updated in place
     between replays, e.g. by a PCD optimiser step, is fine; replaced is a new key); its plain
     attributes by value (a temperature, ``training``), those of its submodules and wrapped
-    models too; and, when the state holds a single-flip cache (``flip_cache``), its
-    ``flip_tag()``: a kernel uses that cache only for the parameter versions it was computed
-    with, a choice made in Python. Underscored attributes (module internals, memos) are not
-    read."""
+    models too. Underscored attributes (module internals, memos) are not read: a captured
+    block recomputes the memos (:func:`clear_memos`)."""
     parts: list = [id(model)]
     _model_parts(model, parts, set())
-    tag = getattr(model, "flip_tag", None)
-    if flip_cache and callable(tag):
-        parts.append(("flip_tag", tag()))
     return tuple(parts)
+
+
+def flip_tag(model) -> Hashable:
+    """The model's ``flip_tag()`` (the parameter versions a single-flip cache is valid for),
+    None for a model without one."""
+    tag = getattr(model, "flip_tag", None)
+    return tag() if callable(tag) else None
+
+
+def relative_spec(spec: tuple, current: Hashable, stale: bool = False) -> tuple:
+    """``spec`` (:func:`flatten_state`) with a flip cache's tag that equals ``current`` (the
+    model's flip_tag now) written as :data:`CURRENT` (with ``stale``, any other as
+    :data:`STALE`): a kernel uses that cache or rebuilds it, a choice made in Python on
+    exactly this, not on the version numbers."""
+
+    def tag(name, t):
+        if name != "flip":
+            return t
+        return CURRENT if t == current else STALE if stale else t
+
+    x, lp, g, extra, aux = spec
+    return x, lp, g, extra, tuple((n, tag(n, t), r) for n, t, r in aux)
+
+
+def absolute_spec(spec: tuple, current: Hashable) -> tuple:
+    """:func:`relative_spec` undone with the model's flip_tag at a replay."""
+    x, lp, g, extra, aux = spec
+    aux = tuple((n, current if t == CURRENT else t, r) for n, t, r in aux)
+    return x, lp, g, extra, aux
+
+
+def clear_memos(model) -> None:
+    """Drop the memos of ``model`` and its submodules (``clear_memos()``, e.g. the RBM's
+    W^T copy keyed on W's version): a captured block then recomputes them inside the graph,
+    which replays read from the parameters where they are, whatever their version."""
+    mods = model.modules() if isinstance(model, torch.nn.Module) else (model,)
+    for m in mods:
+        f = getattr(m, "clear_memos", None)
+        if callable(f):
+            f()
 
 
 def _model_parts(obj, parts: list, seen: set) -> None:
@@ -475,11 +517,12 @@ def _in_place(v: Any) -> Hashable:
 class _Captured:
     """One captured block: static inputs, the graph, its outputs and their structure."""
 
-    def __init__(self, n, graph, inputs, out_leaves, out_spec, sums, kernel):
+    def __init__(self, n, graph, inputs, out_leaves, out_spec, sums, kernel, model, box):
         self.n, self.graph, self.inputs = n, graph, inputs
-        self.out_leaves, self.out_spec = out_leaves, out_spec
+        self.out_leaves, self.out_spec = out_leaves, out_spec  # out_spec: relative_spec
         self.sums = sums  # name -> an output tensor or a Python int, in the block's order
-        self.kernel = kernel
+        self.kernel, self.model = kernel, model
+        self.box = box  # box["state"]: the state the block reads (static inputs, its tags)
         self.advance = getattr(kernel, "advance_captured", None)
 
 
@@ -510,9 +553,11 @@ class GraphedSteps:
 
     def key(self, kernel, model, state: ChainState, n: int, generator) -> tuple:
         leaves, spec = flatten_state(state)
-        flip = "flip" in state.aux  # a single-flip cache: used only for the current parameters
-        model = model_key(model, flip)
-        key = (n, spec, leaf_meta(leaves), kernel_key(kernel), model, id(generator))
+        flip = state.aux.get("flip")
+        if flip is not None and flip[0] == RESTORED:
+            raise NotCapturable("a flip cache from a checkpoint is checked on the host first")
+        spec = relative_spec(spec, flip_tag(model), stale=True)
+        key = (n, spec, leaf_meta(leaves), kernel_key(kernel), model_key(model), id(generator))
         try:
             hash(key)
         except TypeError as e:
@@ -543,7 +588,7 @@ class GraphedSteps:
                 while len(self.seen) > 4 * self.max_graphs:
                     self.seen.popitem(last=False)
                 return self.backend.warm(lambda: block(state, n))
-            cap = self._capture(block, kernel, state, n, generator)
+            cap = self._capture(block, kernel, model, state, n, generator)
             if cap is None:  # its Python side moves and it cannot say how: eager from now on
                 self.eager_keys.add(key)
                 return block(state, n)
@@ -552,19 +597,22 @@ class GraphedSteps:
                 self.graphs.popitem(last=False)
             return self._replay(cap, state)
 
-    def _capture(self, block, kernel, state: ChainState, n: int, generator) -> _Captured | None:
+    def _capture(
+        self, block, kernel, model, state: ChainState, n: int, generator
+    ) -> _Captured | None:
         leaves, spec = flatten_state(state)
         inputs = [torch.empty_like(t) for t in leaves]
         for dst, src in zip(inputs, leaves):
             dst.copy_(src)
-        static_state = unflatten_state(inputs, spec)
         attrs = _attributes(kernel)
         before = freeze(attrs)
-        box: dict = {}
+        box: dict = {"state": unflatten_state(inputs, spec)}
 
         def fn():
-            new, sums = block(static_state, n)
+            clear_memos(model)  # derived tensors computed in the graph, from the parameters
+            new, sums = block(box["state"], n)
             out_leaves, out_spec = flatten_state(new)
+            out_spec = relative_spec(out_spec, flip_tag(model))
             box["spec"], box["sums"] = out_spec, dict(sums)
             python = (out_spec, tuple((k, v) for k, v in sums.items() if not isinstance(v, Tensor)))
             return out_leaves, [v for v in sums.values() if isinstance(v, Tensor)], python
@@ -586,17 +634,19 @@ class GraphedSteps:
             return None
         outs = iter(sums_tensors)  # the graph's output tensors in place of the capture's values
         sums = {k: next(outs) if isinstance(v, Tensor) else v for k, v in box["sums"].items()}
-        return _Captured(n, graph, inputs, out_leaves, box["spec"], sums, kernel)
+        return _Captured(n, graph, inputs, out_leaves, box["spec"], sums, kernel, model, box)
 
     def _replay(self, cap: _Captured, state: ChainState):
-        leaves, _ = flatten_state(state)
+        leaves, spec = flatten_state(state)
         for dst, src in zip(cap.inputs, leaves):
             dst.copy_(src)
+        cap.box["state"] = unflatten_state(cap.inputs, spec)  # this state's tags (stand-in)
         attrs = _attributes(cap.kernel)
         cap.graph.replay()
         _restore(cap.kernel, attrs)  # a replay runs no Python (the stand-in's does: undone)
         if cap.advance is not None:
             cap.advance(cap.n)
-        new = unflatten_state([t.clone() for t in cap.out_leaves], cap.out_spec)
+        out_spec = absolute_spec(cap.out_spec, flip_tag(cap.model))
+        new = unflatten_state([t.clone() for t in cap.out_leaves], out_spec)
         sums = {k: v.clone() if isinstance(v, Tensor) else v for k, v in cap.sums.items()}
         return new, sums

@@ -120,6 +120,10 @@ class BernoulliRBM(EnergyModel):
             self.__dict__["_wt_memo"] = memo
         return memo[1]
 
+    def clear_memos(self) -> None:
+        """Forget the W^T copy (a captured CUDA graph recomputes it from W: core.graphs)."""
+        self.__dict__.pop("_wt_memo", None)
+
     def log_joint(self, v: Tensor, h: Tensor) -> Tensor:
         """Unnormalised log p~(v, h) = h^T W v + b^T v + c^T h, [B]."""
         return ((h @ self.W) * v).sum(-1) + v @ self.b + h @ self.c
