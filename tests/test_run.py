@@ -231,8 +231,10 @@ def test_divergence_stops_and_keeps_last_good_checkpoint(tmp_path):
     learner.step(model, g)
     with torch.no_grad():
         model.J_raw[0, 1] = float("nan")
+    learner.step(model, g)  # nothing read back: recorded on the device, raised when checked
+    learner.step(model, g)
     with pytest.raises(DivergenceError, match="step 2"):
-        learner.step(model, g)
+        learner.check_divergence()
 
 
 def test_config_error_names_key():

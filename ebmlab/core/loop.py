@@ -363,14 +363,26 @@ _NONFINITE_MESSAGES = ("overflow", "inf, nan", "inf`, `nan", "probability tensor
 
 def _guarded(fn, parts, step: int, ctx):
     """``fn(parts, step, ctx)`` (a task's step or evaluation), with a non-finite value met
-    inside torch reported as the divergence it is."""
+    inside torch reported as the divergence it is (at the step a part recorded, if one did)."""
     try:
         return fn(parts, step, ctx)
     except (RuntimeError, OverflowError, ValueError) as e:
         first = str(e).splitlines()[0] if str(e) else type(e).__name__
         if not any(m in first.lower() for m in _NONFINITE_MESSAGES):
             raise
+        check_divergence(parts)
         raise DivergenceError(step, f"a value inside the computation ({first})") from None
+
+
+def check_divergence(parts) -> None:
+    """Each part's ``check_divergence()`` (a PCD learner keeps its finiteness checks on the
+    device, so its iterations read nothing back): its DivergenceError names the iteration it
+    diverged at. Called at every evaluation and checkpoint."""
+    held = parts if isinstance(parts, dict) else getattr(parts, "__dict__", {})
+    for part in list(held.values()):
+        f = getattr(part, "check_divergence", None)
+        if callable(f):
+            f()
 
 
 def _guarded_step(task, parts, step: int, ctx):
@@ -448,6 +460,7 @@ def run_task(task, ctx) -> dict:
 
     def checkpoint(step: int) -> None:
         with ctx.clock_paused():
+            check_divergence(parts)
             state = task.state_dict(parts)
             check_finite(state, step, "the state to checkpoint")
             ctx.save_checkpoint(
@@ -467,6 +480,7 @@ def run_task(task, ctx) -> dict:
             totals.add(_guarded_span(task, parts, first, step, ctx), steps=step - first + 1)
             if cadence.evaluates(step):
                 with ctx.clock_paused():
+                    check_divergence(parts)
                     metrics = _guarded(task.evaluate, parts, step, ctx)
                     check_finite(metrics, step, "an evaluated metric")
                     row = {"step": step, "seconds": ctx.elapsed(), **metrics}

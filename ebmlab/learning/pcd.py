@@ -7,29 +7,24 @@ then take one Adam step on
     loss = -(mean f(data) - mean f(buffer)) + l1 * sum |theta|_1
 
 where ``f = log_prob`` and theta are the model's ``l1_parameters()``; the model's
-``project_()`` (e.g. symmetrise J, zero its diagonal) runs after every step.
+``project_()`` (e.g. symmetrise J, zero its diagonal) runs after every step. An iteration reads
+nothing back to the host: the loss stays on the device, and a non-finite loss or parameter is
+recorded there (:mod:`ebmlab.learning.divergence`) and raised as DivergenceError, with the
+iteration it happened at, by :meth:`PCD.check_divergence` (the run loop calls it at every
+evaluation and checkpoint).
 """
 
 from __future__ import annotations
-
-import math
 
 import torch
 from torch import Tensor
 
 from ebmlab.core.chain import ChainRunner
-from ebmlab.errors import ConfigError, DivergenceError, check
+from ebmlab.errors import ConfigError, check
 from ebmlab.learning.batches import Transform, draw_rows
+from ebmlab.learning.divergence import DivergenceWatch, all_finite
 
 BUFFER_INITS = ("uniform", "data_mean")
-
-
-def check_finite_parameters(model, iteration: int) -> None:
-    """DivergenceError unless every parameter of ``model`` is finite: one host read for all
-    of them (a sync on a GPU), not one per tensor."""
-    finite = [torch.isfinite(p).all() for p in model.parameters()]
-    if finite and not torch.stack(finite).all():
-        raise DivergenceError(iteration, "a model parameter")
 
 
 class PersistentChains:
@@ -126,6 +121,7 @@ class PCD:
             raise ConfigError("sampler", "PCD needs a sampler (e.g. sampler=gwg)")
         self.sampler, self.data, self.transform = sampler, data, transform
         self.chains = PersistentChains()
+        self.watch = DivergenceWatch(("the PCD loss", "a model parameter"))
         params = [p for p in model.parameters() if p.requires_grad]
         self.optimizer = torch.optim.Adam(params, lr=self.lr)
         d = data.shape[1]
@@ -163,14 +159,19 @@ class PCD:
         if self.l1 > 0 and l1_params:
             loss = loss + self.l1 * sum(p.abs().sum() for p in l1_params)
         self.iteration += 1
-        if not math.isfinite(loss.item()):
-            raise DivergenceError(self.iteration, "the PCD loss")
+        finite_loss = torch.isfinite(loss.detach())
         self.optimizer.zero_grad(set_to_none=True)
         loss.backward()
         self.optimizer.step()
         model.project_()
-        check_finite_parameters(model, self.iteration)
+        finite_params = all_finite(model.parameters(), loss.device)
+        self.watch.observe(self.iteration, [finite_loss, finite_params], loss)
         return loss.detach()
+
+    def check_divergence(self) -> None:
+        """DivergenceError if an iteration so far had a non-finite loss or parameter (one
+        host read; the run loop calls it at its evaluation and checkpoint points)."""
+        self.watch.check()
 
     def state_dict(self) -> dict:
         return {

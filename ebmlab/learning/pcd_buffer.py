@@ -15,22 +15,24 @@ Each iteration (PROTOCOLS.md "Deep EBMs"): draw ``batch_size`` data rows with re
    squared network output of both), learning rate ramped linearly over ``warmup_iters``;
 4. EMA of the weights: ``theta_ema <- ema theta_ema + (1 - ema) theta``.
 
-A non-finite loss or parameter, or ``|loss| > max_abs_loss``, raises
-:class:`~ebmlab.errors.DivergenceError` (checkpoints written before stay as they are).
+A non-finite loss or parameter, or ``|loss| > max_abs_loss``, is recorded on the device (an
+iteration reads nothing back) and raised as :class:`~ebmlab.errors.DivergenceError`, with the
+iteration it happened at, by :meth:`PCDBuffer.check_divergence`, which the run loop calls at
+every evaluation and checkpoint (checkpoints written before stay as they are).
 """
 
 from __future__ import annotations
 
 import copy
-import math
 
 import torch
 from torch import Tensor
 
-from ebmlab.errors import ConfigError, DivergenceError, check
+from ebmlab.errors import ConfigError, check
 from ebmlab.learning.acs_schedule import ACSPCDSchedule
 from ebmlab.learning.batches import Transform, draw_rows
-from ebmlab.learning.pcd import PersistentChains, check_finite_parameters
+from ebmlab.learning.divergence import DivergenceWatch, all_finite
+from ebmlab.learning.pcd import PersistentChains
 
 
 class PCDBuffer:
@@ -105,6 +107,8 @@ class PCDBuffer:
             raise ConfigError("sampler", "PCD with a replay buffer needs a sampler")
         self.sampler, self.data, self.transform = sampler, data, transform
         self.chains = PersistentChains()
+        bound = "|loss| <= max_abs_loss ({loss:.3g})"  # the loss of that iteration shown
+        self.watch = DivergenceWatch(("the PCD loss", bound, "a model parameter"))
         self.acs_schedule = getattr(sampler, "pcd_schedule", None) == "acs"
         if self.acs_schedule:
             self.acs.bind(sampler)
@@ -162,17 +166,21 @@ class PCDBuffer:
             reg = ((f_pos - base_pos) ** 2).mean() + ((f_neg - base_neg) ** 2).mean()
             total = loss + self.energy_l2 * reg
         self.iteration += 1
-        value = float(loss.detach())
-        if not math.isfinite(value):
-            raise DivergenceError(self.iteration, "the PCD loss")
-        if abs(value) > self.max_abs_loss:
-            raise DivergenceError(self.iteration, f"|loss| <= max_abs_loss ({value:.3g})")
+        value = loss.detach()
+        finite_loss = torch.isfinite(value)
+        bounded = ~(value.abs() > self.max_abs_loss)  # NaN: the loss check names it
         self.optimizer.zero_grad(set_to_none=True)
         total.backward()
         self.optimizer.step()
-        check_finite_parameters(model, self.iteration)
+        finite_params = all_finite(model.parameters(), value.device)
+        self.watch.observe(self.iteration, [finite_loss, bounded, finite_params], value)
         self._update_ema(model)
         return {"loss": value, "lr": lr, **info}
+
+    def check_divergence(self) -> None:
+        """DivergenceError if an iteration so far had a non-finite loss or parameter or a loss
+        out of bounds (one host read; the run loop calls it at evaluations and checkpoints)."""
+        self.watch.check()
 
     @torch.no_grad()
     def _update_ema(self, model) -> None:

@@ -113,10 +113,11 @@ def test_replay_buffer_sampling_reads_nothing_back(monkeypatch):
     assert isinstance(info["accept_rate"], torch.Tensor) and 0 < float(info["accept_rate"]) <= 1
 
 
-def test_a_training_update_reads_the_host_twice(monkeypatch):
-    """One PCD iteration reads two values on the host: the loss (divergence check, the logged
-    value) and one flag for all parameters being finite (the old code read one per parameter
-    tensor, and PCDBuffer two per sampler step)."""
+def test_a_training_update_reads_nothing_back(monkeypatch):
+    """One PCD iteration reads no value on the host: the loss stays on the device and its
+    divergence checks are kept there until the loop asks (the old code read the loss and a
+    finite-parameters flag every iteration; before that one flag per parameter tensor, and
+    PCDBuffer two per sampler step). The check, when asked, is one read."""
     g, m = torch.Generator().manual_seed(0), tiny_ebm()
     buffered = from_conf("learner/pcd_buffer", buffer_size=12, batch_size=6, sampler_steps=4)
     buffered.setup(m, data(6), g, DMALA(0.2, None))
@@ -126,12 +127,16 @@ def test_a_training_update_reads_the_host_twice(monkeypatch):
     batch = data(8, seed=2)
     with host_reads(monkeypatch) as seen:
         uncounted(seen, buffered.optimizer)
-        buffered.update(m, data(6), g)
-    assert seen == ["__float__", "__bool__"]  # the loss, all parameters finite
+        info = buffered.update(m, data(6), g)
+    assert seen == [] and isinstance(info["loss"], torch.Tensor)
     with host_reads(monkeypatch) as seen:
         uncounted(seen, learner.optimizer)
-        learner.update(r, batch, g)
-    assert seen == ["item", "__bool__"]
+        info = learner.update(r, batch, g)
+    assert seen == [] and isinstance(info["loss"], torch.Tensor)
+    with host_reads(monkeypatch) as seen:
+        learner.check_divergence()
+        buffered.check_divergence()
+    assert seen == ["tolist", "tolist"]
 
 
 def test_pcd_and_acs_pcd_sampling_read_nothing_back(monkeypatch):

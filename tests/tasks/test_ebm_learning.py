@@ -176,8 +176,10 @@ def test_learner_divergence_raises_with_step():
     learner.step(m, g)
     with torch.no_grad():
         m.out.bias.fill_(float("nan"))
+    learner.step(m, g)  # nothing read back: recorded on the device, raised when checked
+    learner.step(m, g)
     with pytest.raises(DivergenceError, match="step 2"):
-        learner.step(m, g)
+        learner.check_divergence()
 
 
 def test_acs_pcd_schedule_in_replay_buffer():
