@@ -31,6 +31,7 @@ from torch import Generator, Tensor
 
 from ebmlab.core.chain import ChainRunner
 from ebmlab.core.state import ChainState, StepInfo
+from ebmlab.metrics.ais_blocks import RBMAISStep, run_temperatures, schedule_state
 
 LogProb = Callable[[Tensor], Tensor]
 
@@ -308,28 +309,30 @@ def _rbm_ais_chains(
     gen: Generator,
     progress: bool,
 ) -> Tensor:
+    """Log weights of ``n`` chains: temperatures 1 .. K-2 (increment, then the transition at
+    that temperature) as chain-runner blocks with the schedule on the device
+    (:mod:`ebmlab.metrics.ais_blocks`), then the last increment."""
     with torch.no_grad():
         W, b, c, base_b = (t.detach() for t in (W, b, c, base_b))
         probs = torch.sigmoid(base_b).expand(n, -1)
         v = torch.bernoulli(probs, generator=gen)
-        vb_diff = b - base_b  # f_beta's visible term is base_b.v + beta (b - base_b).v
-        log_w = torch.zeros(n, dtype=torch.float64, device=W.device)
-        gibbs = IntermediateRBMGibbs(W, b, c, base_b)
-        chains = ChainRunner(None, gibbs, ChainState(x=v, log_prob=None), gen)
-        for k in _progress(range(1, len(bs)), progress, "RBM AIS"):
-            b_prev, b_cur = bs[k - 1], bs[k]
-            v = chains.state.x
-            a = v @ W.T + c  # hidden pre-activations [n, H]
-            # f_{b_k}(v) - f_{b_{k-1}}(v); softplus in float64 so the small
-            # difference of two large sums does not lose precision.
-            a64 = a.to(torch.float64)
-            inc = (b_cur - b_prev) * (v @ vb_diff).to(torch.float64)
-            inc += (F.softplus(b_cur * a64) - F.softplus(b_prev * a64)).sum(-1)
-            log_w += inc
-            if k < len(bs) - 1:  # the transition at b_k
-                gibbs.beta, chains.state = b_cur, ChainState(x=v, log_prob=None, extra={"a": a})
-                chains.step()
+        kernel = RBMAISStep(W, b, c, base_b)
+        chains = ChainRunner(None, kernel, schedule_state(v, bs), gen)
+        bar = _bar(len(bs) - 1, progress, "RBM AIS")
+        run_temperatures(chains, len(bs) - 2, bar)
+        log_w, _, _ = kernel.weigh(chains.state)  # the last temperature: no transition
+        if bar is not None:
+            bar.update(1)
+            bar.close()
     return log_w
+
+
+def _bar(total: int, progress: bool, desc: str):
+    if not progress:
+        return None
+    from tqdm import tqdm
+
+    return tqdm(total=total, desc=desc, mininterval=5.0)
 
 
 def rbm_full_model_transition_log_z(
