@@ -99,3 +99,49 @@ def run_temperatures(runner, n: int, progress=None) -> None:
         done += m
         if progress is not None:
             progress.update(m)
+
+
+class TemperedAISStep:
+    """One AIS temperature of a tempered density f_b = base + b net (``tempered``, e.g.
+    :class:`~ebmlab.models.resnet_ebm.TemperedEBM`) with any ``sampler`` that evaluates its
+    proposals through ``net_value_and_grad`` (GWG, DMALA): the log-weight increment to b_k from
+    the chains' cached net (``extra["net"]``; none where b_k = b_{k-1}), then one sampler step
+    on f_{b_k}, whose b_k the step writes into ``tempered.beta`` (a device tensor) in place;
+    accepted proposals hand their net and gradient on (one forward + backward per step)."""
+
+    def __init__(self, tempered, sampler):
+        self.tempered, self.sampler = tempered, sampler
+
+    def weigh(self, state: ChainState) -> tuple[Tensor, Tensor]:
+        """(log weights after the increment to the next temperature, b_k)."""
+        b_prev, b_cur, _ = betas_at(state)
+        base = self.tempered.model.base_log_prob(state.x)
+        diff = (base + state.extra["net"]).to(torch.float64) - base.to(torch.float64)
+        db = b_cur - b_prev
+        inc = torch.where(db != 0, db * diff, torch.zeros_like(diff))
+        return state.extra["log_w"] + inc, b_cur
+
+    def step(self, model, state: ChainState, gen: Generator) -> tuple[ChainState, StepInfo]:
+        t = self.tempered
+        log_w, beta = self.weigh(state)
+        t.beta.copy_(beta)
+        x, net, gnet = state.x, state.extra["net"], state.extra["gnet"]
+        lp, g = t.combine(x, net, gnet)
+        t.last = None
+        new, info = self.sampler.step(t, ChainState(x=x, log_prob=lp, grad=g), gen)
+        y = new.x
+        if t.last is not None:  # proposal evaluated: take its values where accepted
+            py, ny, gy = t.last
+            took = (y.reshape(y.shape[0], -1) == py.reshape(py.shape[0], -1)).all(-1)
+            net = torch.where(took, ny, net)
+            gnet = torch.where(took.view(-1, *([1] * (gnet.dim() - 1))), gy, gnet)
+        t.last = None  # nothing of this block left on the model
+        extra = {**state.extra, "k": state.extra["k"] + 1, "log_w": log_w}
+        extra.update(net=net, gnet=gnet)
+        return ChainState(x=y, log_prob=None, extra=extra), info
+
+    def state_dict(self) -> dict:
+        return {}
+
+    def load_state_dict(self, d: dict) -> None:
+        pass

@@ -18,8 +18,8 @@ from torch import Tensor
 
 from ebmlab.core.chain import ChainRunner
 from ebmlab.core.protocols import Kernel
-from ebmlab.core.state import ChainState
-from ebmlab.metrics.ais import AISResult, ais_log_z
+from ebmlab.metrics.ais import AISResult, _bar, _check_betas, _summarise
+from ebmlab.metrics.ais_blocks import TemperedAISStep, run_temperatures, schedule_state
 
 
 class TemperedDensity(Protocol):
@@ -47,51 +47,31 @@ def tempered_ais_log_z(
 ) -> AISResult:
     """AIS estimate of log Z (Neal 2001) with one ``sampler`` step per temperature on
     ``tempered`` (a kernel that evaluates proposals through ``net_value_and_grad``, as GWG and
-    DMALA do, so accepted proposals hand their cached values on)."""
-    model = tempered.model
-    cache: dict = {}  # x, net(x), grad net(x) of the current chains; the chain runner
-
-    def base_sample(n: int, gen: torch.Generator) -> Tensor:
-        x = model.sample_base(n, gen)
-        cache["x"] = x
-        cache["net"], cache["gnet"] = tempered.net_value_and_grad(x)
-        return x
-
-    def target_log_prob(x: Tensor) -> Tensor:
-        net = cache["net"] if x is cache.get("x") else model.net(x)
-        return model.base_log_prob(x) + net
-
-    def transition(x: Tensor, beta: float, gen: torch.Generator) -> Tensor:
-        if x is not cache.get("x"):
-            cache["x"] = x
-            cache["net"], cache["gnet"] = tempered.net_value_and_grad(x)
-        net, gnet = cache["net"], cache["gnet"]
-        tempered.beta = float(beta)
-        lp, g = tempered.combine(x, net, gnet)
-        tempered.last = None
-        state = ChainState(x=x, log_prob=lp, grad=g)
-        runner = cache.setdefault("runner", ChainRunner(tempered, sampler, state, gen))
-        runner.state = state
-        runner.step()
-        y = runner.state.x
-        if tempered.last is not None:  # proposal evaluated: take its values where accepted
-            py, ny, gy = tempered.last
-            took = (y.reshape(y.shape[0], -1) == py.reshape(py.shape[0], -1)).all(-1)
-            net = torch.where(took, ny, net)
-            gnet = torch.where(took.view(-1, *([1] * (gnet.dim() - 1))), gy, gnet)
-        cache["x"], cache["net"], cache["gnet"] = y, net, gnet
-        return y
-
-    return ais_log_z(
-        base_sample,
-        model.base_log_prob,
-        target_log_prob,
-        transition,
-        betas,
-        n_chains,
-        generator,
-        progress=progress,
-    )
+    DMALA do, so accepted proposals hand their cached values on). The temperatures run as
+    chain-runner blocks with the schedule, ``tempered.beta`` and the log weights on the device
+    (:class:`~ebmlab.metrics.ais_blocks.TemperedAISStep`; captured as CUDA graphs on a GPU);
+    one transition per temperature but the last, as :func:`~ebmlab.metrics.ais.ais_log_z`."""
+    bs = _check_betas(betas)
+    if n_chains < 1:
+        raise ValueError(f"n_chains must be >= 1 (got {n_chains})")
+    model, beta_before = tempered.model, tempered.beta
+    with torch.no_grad():
+        x = model.sample_base(n_chains, generator)
+        net, gnet = tempered.net_value_and_grad(x)
+        tempered.last = None  # in the state now (a block's key holds the model's attributes)
+        tempered.beta = torch.zeros((), dtype=torch.float64, device=x.device)
+        kernel = TemperedAISStep(tempered, sampler)
+        runner = ChainRunner(tempered, kernel, schedule_state(x, bs, net=net, gnet=gnet), generator)
+        bar = _bar(len(bs) - 1, progress, "AIS")
+        try:
+            run_temperatures(runner, len(bs) - 2, bar)
+            log_w, _ = kernel.weigh(runner.state)  # the last temperature: no transition
+        finally:
+            tempered.beta = beta_before
+        if bar is not None:
+            bar.update(1)
+            bar.close()
+    return _summarise(log_w, 0.0)
 
 
 @torch.no_grad()

@@ -1,9 +1,10 @@
-"""RBM AIS with the schedule and the log weights on the device (issue 46): blocks of
-temperatures are ChainRunner.run blocks, captured on the CPU stand-in of core.graphs, and the
-estimate is bit-identical to the per-temperature loop with Python-float temperatures."""
+"""AIS with the schedule and the log weights on the device (issue 46): blocks of temperatures
+are ChainRunner.run blocks, captured on the CPU stand-in of core.graphs; the RBM estimate is
+bit-identical to the per-temperature loop with Python-float temperatures."""
 
 from __future__ import annotations
 
+import pytest
 import torch
 import torch.nn.functional as F
 
@@ -18,6 +19,9 @@ from ebmlab.metrics.ais import (
     rbm_exact_log_z,
     sigmoid_betas,
 )
+from ebmlab.metrics.tempered_ais import tempered_ais_log_z
+from ebmlab.models.resnet_ebm import TemperedEBM
+from tests.helpers import from_conf
 
 
 def _rbm(v=10, h=6, seed=1):
@@ -76,3 +80,34 @@ def test_blocks_of_temperatures_are_captured_and_replayed(monkeypatch):
     assert torch.equal(graphed.log_weights, eager.log_weights)
     exact = rbm_exact_log_z(W, b, c)
     assert abs(graphed.log_z - exact) < 4 * graphed.log_z_stderr + 0.02
+
+
+@pytest.mark.parametrize("sampler", ["gwg", "dmala"])
+def test_tempered_ais_blocks_are_captured_and_replayed(monkeypatch, sampler):
+    """The deep-EBM AIS (DLP Table 1's final evaluation) in blocks of 4 temperatures on the
+    stand-in capture: one capture, replays, the eager log weights; tempered.beta is left as
+    it was."""
+    made = []
+
+    def run():
+        torch.manual_seed(0)
+        m = from_conf("model/resnet_ebm", dim=12, n_channels=4, n_blocks=1, image_shape=[3, 4])
+        m.set_base_mean(torch.rand(12, generator=torch.Generator().manual_seed(1)) * 0.8 + 0.1)
+        tempered = TemperedEBM(m)
+        g = torch.Generator().manual_seed(3)
+        res = tempered_ais_log_z(tempered, from_conf(f"sampler/{sampler}"), linear_betas(22), 9,
+                                 g, False)  # fmt: skip
+        assert tempered.beta == 1.0 and tempered.last is None
+        return res
+
+    eager = run()
+    monkeypatch.setattr(ais_blocks, "BLOCK", 4)
+    monkeypatch.setattr(graphs, "for_device", lambda d: made.append(_stand_in()) or made[-1])
+    graphed = run()
+    (capture,) = made
+    assert capture.backend.captures == 1 and capture.backend.replays == 20 // 4 - 1
+    assert torch.equal(graphed.log_weights, eager.log_weights)
+
+
+def _stand_in():
+    return graphs.GraphedSteps(graphs.StandInBackend())
