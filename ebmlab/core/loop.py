@@ -58,6 +58,7 @@ from ebmlab.core.pace import announce_paper_scale_on_cpu
 from ebmlab.core.signals import RunStopped, check_stop, stop_requested
 from ebmlab.core.state import ChainState
 from ebmlab.errors import CheckpointError, ConfigError, DivergenceError
+from ebmlab.utils.seeding import restore_generator
 
 
 @dataclass(frozen=True)
@@ -219,6 +220,8 @@ def saved_part(value: Any) -> Any:
     """What a checkpoint holds of one declared part (:attr:`LoopTask.checkpoint_keys`)."""
     if isinstance(value, ChainState):
         return value.state_dict()
+    if isinstance(value, torch.Generator):
+        return value.get_state()
     if isinstance(value, Stateful):
         return value.state_dict()
     return value  # a tensor or a plain value (numbers, strings, dicts and lists of them)
@@ -226,10 +229,13 @@ def saved_part(value: Any) -> Any:
 
 def restored_part(current: Any, saved: Any) -> Any:
     """``current`` (the part as ``build`` made it) with its checkpointed value ``saved``: a
-    chain state or a tensor on the device ``current`` lives on, a stateful part loaded in
-    place, a plain value as saved."""
+    chain state or a tensor on the device ``current`` lives on, a stateful part or a
+    generator loaded in place, a plain value as saved."""
     if isinstance(current, ChainState):
         return current.restored(saved)
+    if isinstance(current, torch.Generator):
+        restore_generator(current, saved)  # a CPU byte tensor, wherever it was loaded to
+        return current
     if isinstance(current, Stateful):
         current.load_state_dict(saved)
         return current

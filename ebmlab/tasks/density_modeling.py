@@ -20,12 +20,14 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 import torch
+from hydra.utils import get_object
+from omegaconf import OmegaConf
 from torch import Tensor
 
 from ebmlab.core.chain import ChainRunner
-from ebmlab.core.loop import Cadence, LoopTask
+from ebmlab.core.loop import Cadence, LoopTask, Requirement
 from ebmlab.data.synthetic_2d import Synthetic2D
-from ebmlab.errors import check
+from ebmlab.errors import check, check_at_least
 from ebmlab.learning.pcd import PCD
 from ebmlab.learning.ratio_matching import ratio_matching_loss
 from ebmlab.learning.ratio_matching_learner import RatioMatchingLearner
@@ -34,10 +36,10 @@ from ebmlab.models.base import EnergyModel
 from ebmlab.plotting import density_modeling as figures
 from ebmlab.samplers.gibbs import SweepGibbs
 from ebmlab.utils.memory import learner_batch_bytes
-from ebmlab.utils.seeding import restore_generator
 
 _EVAL_CHUNK = 16384  # rows per forward over all n*d neighbours / the grid (memory only)
 SCORES = {"mmd", "rm_objective"}
+LEARNERS = (RatioMatchingLearner, PCD)
 
 
 def log_density_grid(model, bits: Tensor, chunk: int = _EVAL_CHUNK) -> Tensor:
@@ -69,41 +71,50 @@ class Parts:
     final: dict = field(default_factory=dict)  # model / true samples of the last MMD
 
 
+@dataclass
 class DensityModeling(LoopTask):
-    """Train an energy on a Gray-coded 2-D toy density; MMD, RM objective and heat maps."""
+    """``task=density_modeling`` (conf/task/density_modeling.yaml documents every key)."""
 
     main_metric = "mmd"
     progress_desc = "density modelling"
+    requires = {
+        "dataset": Requirement(Synthetic2D, "a Gray-coded 2-D dataset (dataset=synthetic_2d)"),
+        "model": Requirement(
+            EnergyModel, "a binary energy (model=mlp_energy)", {"dim": "dataset.dim"}
+        ),
+        "learner": Requirement(LEARNERS, "a ratio matching learner (rm, rmwggis, rmwrand) or pcd"),
+    }
+    checkpoint_keys = ("model", "learner", "snaps", "data_gen", "last", "final")
+    n_iters: int
+    log_every: int
+    eval_every: int
+    heatmap_every: int
+    checkpoint_every: int
+    mmd_samples: int
+    gibbs_sweeps: int
+    rm_samples: int
+    heatmap_resolution: int
+    heatmap_bound: float
 
-    def __init__(
-        self,
-        n_iters: int,
-        log_every: int,
-        eval_every: int,
-        heatmap_every: int,
-        checkpoint_every: int,
-        mmd_samples: int,
-        gibbs_sweeps: int,
-        rm_samples: int,
-        heatmap_resolution: int,
-        heatmap_bound: float,
-    ):
-        self.cad = Cadence(n_iters, log_every, checkpoint_every)
-        msg = f"must be 0 (only at the end) or a multiple of log_every={log_every}"
-        check(eval_every >= 0 and eval_every % log_every == 0, "eval_every", msg)
-        check(heatmap_every >= 0, "heatmap_every", "must be >= 0 (0 = only at the end)")
-        lows = (("gibbs_sweeps", gibbs_sweeps, 1), ("rm_samples", rm_samples, 0))
-        for key, v, low in (*lows, ("heatmap_resolution", heatmap_resolution, 2)):
-            check(v >= low, key, f"must be an integer >= {low} (got {v})")
-        msg = f"must be 0 (skip the MMD) or >= 2 (got {mmd_samples})"
-        check(mmd_samples == 0 or mmd_samples >= 2, "mmd_samples", msg)
-        check(heatmap_bound > 0, "heatmap_bound", f"must be > 0 (got {heatmap_bound})")
-        self.eval_every, self.heatmap_every = eval_every, heatmap_every
-        self.mmd_samples, self.gibbs_sweeps, self.rm_samples = mmd_samples, gibbs_sweeps, rm_samples
-        self.resolution, self.bound = heatmap_resolution, heatmap_bound
+    def __post_init__(self):
+        self.cadence = Cadence(self.n_iters, self.log_every, self.checkpoint_every)
+        msg = f"must be 0 (only at the end) or a multiple of log_every={self.log_every}"
+        check(self.eval_every >= 0 and self.eval_every % self.log_every == 0, "eval_every", msg)
+        bounds = (("heatmap_every rm_samples", 0), ("gibbs_sweeps", 1), ("heatmap_resolution", 2))
+        check_at_least(vars(self), bounds)
+        msg = f"must be 0 (skip the MMD) or >= 2 (got {self.mmd_samples})"
+        check(self.mmd_samples == 0 or self.mmd_samples >= 2, "mmd_samples", msg)
+        check(self.heatmap_bound > 0, "heatmap_bound", f"must be > 0 (got {self.heatmap_bound})")
+
+    def check_config(self, cfg) -> None:
+        binary = get_object(cfg.model._target_).state_kind == "binary"
+        check(binary, "model", "needs a binary energy model (e.g. mlp_energy)")
+        needs_sampler = get_object(cfg.learner._target_).needs_sampler
+        msg = "a PCD learner needs a sampler (e.g. sampler=gwg)"
+        check(not needs_sampler or OmegaConf.select(cfg, "sampler._target_"), "sampler", msg)
 
     def memory_estimate(self, cfg) -> dict[str, int]:
-        d, r, n = int(cfg.dataset.dim), self.resolution, self.mmd_samples
+        d, r, n = int(cfg.dataset.dim), self.heatmap_resolution, self.mmd_samples
         rm_rows = min(self.rm_samples * d, _EVAL_CHUNK)
         width = int(cfg.model.get("hidden_dim", 1) or 1)  # activations per input row
         return {
@@ -115,21 +126,12 @@ class DensityModeling(LoopTask):
 
     def build(self, ctx) -> Parts:
         data, model = ctx.build("dataset"), ctx.build("model").to(ctx.device)
-        check(isinstance(data, Synthetic2D), "dataset", "needs a Gray-coded 2-D synthetic_2d")
-        binary = isinstance(model, EnergyModel) and model.state_kind == "binary"
-        check(binary, "model", "needs a binary energy model (e.g. mlp_energy)")
-        msg = f"must equal dataset.dim={data.dim} (got {model.dim})"
-        check(model.dim == data.dim, "model.dim", msg)
         learner = ctx.build("learner")
-        msg = "must be a ratio matching learner (rm, rmwggis, rmwrand) or pcd"
-        check(isinstance(learner, (RatioMatchingLearner, PCD)), "learner", msg)
-        msg = "a PCD learner needs a sampler (e.g. sampler=gwg)"
-        check(not learner.needs_sampler or ctx.has("sampler"), "sampler", msg)
         sampler = ctx.build("sampler") if learner.needs_sampler else None
         g, dev = ctx.generator, ctx.device
         # the data stream is drawn on the CPU: the run generator if it is a CPU one
         data_gen = g if g.device.type == "cpu" else torch.Generator().manual_seed(ctx.cfg.seed + 1)
-        grid = data.grid_bits(self.resolution, self.bound)[0].to(dev)
+        grid = data.grid_bits(self.heatmap_resolution, self.heatmap_bound)[0].to(dev)
         if learner.needs_sampler:  # PCD: its buffer may start from the data mean
             learner.setup(model, data.sample(1000, data_gen).to(dev), g, sampler)
         else:  # ratio matching draws nothing at setup (fresh batches every step)
@@ -139,19 +141,16 @@ class DensityModeling(LoopTask):
             p.snaps.append((0, log_density_grid(model, grid)))
         return p
 
-    def cadence(self, parts: Parts) -> Cadence:
-        return self.cad
-
     def step(self, p: Parts, step: int, ctx) -> dict:
         batch = p.data.sample(p.learner.batch_size, p.data_gen).to(ctx.device)
         p.last = p.learner.update(p.model, batch, ctx.generator)
-        if self.heatmap_every and step % self.heatmap_every == 0 and step < self.cad.n_steps:
+        if self.heatmap_every and step % self.heatmap_every == 0 and step < self.cadence.n_steps:
             with ctx.clock_paused():  # a Fig. 4 snapshot (the last one comes with evaluate)
                 p.snaps.append((step, log_density_grid(p.model, p.grid)))
         return p.last
 
     def evaluate(self, p: Parts, step: int, ctx) -> dict:
-        out, g, dev, last = {}, ctx.generator, ctx.device, step == self.cad.n_steps
+        out, g, dev, last = {}, ctx.generator, ctx.device, step == self.cadence.n_steps
         due = last or (self.eval_every > 0 and step % self.eval_every == 0)
         if due and self.mmd_samples:
             x0 = (torch.rand(self.mmd_samples, p.data.dim, generator=g, device=dev) < 0.5).float()
@@ -167,16 +166,9 @@ class DensityModeling(LoopTask):
             p.snaps.append((step, log_density_grid(p.model, p.grid)))
         return out
 
-    def state_dict(self, p: Parts) -> dict:
-        state = dict(model=p.model.state_dict(), learner=p.learner.state_dict(), snaps=p.snaps)
-        return dict(state, data_gen=p.data_gen.get_state(), last=p.last, final=p.final)
-
     def load_state_dict(self, p: Parts, d: dict) -> None:
-        p.model.load_state_dict(d["model"])
-        p.learner.load_state_dict(d["learner"])
-        restore_generator(p.data_gen, d["data_gen"])  # a CPU generator on every device
-        p.snaps = [(int(s), t.cpu()) for s, t in d["snaps"]]  # as log_density_grid gives them
-        p.last, p.final = d["last"], d["final"]
+        super().load_state_dict(p, d)
+        p.snaps = [(int(s), t.cpu()) for s, t in p.snaps]  # as log_density_grid gives them
 
     def _method(self, p: Parts, ctx) -> str:
         name, lr = ctx.choices.get("learner", ""), p.learner
@@ -187,13 +179,13 @@ class DensityModeling(LoopTask):
         return name if lr.estimator == "full" else f"{name} {lr.variant}, s={lr.s}"
 
     def finish(self, p: Parts, history, ctx) -> dict:
-        n, seconds = self.cad.n_steps, ctx.elapsed()
-        figures.write_heatmaps(ctx.run_dir / "heatmap.npz", p.snaps, self.bound)
+        n, seconds = self.cadence.n_steps, ctx.elapsed()
+        figures.write_heatmaps(ctx.run_dir / "heatmap.npz", p.snaps, self.heatmap_bound)
         evals = [r for r in history.rows if SCORES & r.keys()]
         title = f"{p.data.name}, d={p.data.dim}, {self._method(p, ctx)}"
         pairs = {k: p.data.decode(t.cpu()).numpy() for k, t in p.final.items()}
         figs = figures.run_figures(
-            p.snaps, self.bound, pairs, evals, title, ctx.scale, self.gibbs_sweeps
+            p.snaps, self.heatmap_bound, pairs, evals, title, ctx.scale, self.gibbs_sweeps
         )
         for name, fig in figs.items():
             ctx.save_figure(fig, name, step=n)

@@ -18,13 +18,15 @@ from typing import Literal
 
 import networkx as nx
 import torch
+from hydra.utils import get_object
+from omegaconf import OmegaConf
 from torch import Tensor
 
 from ebmlab.core.chain import ChainRunner
-from ebmlab.core.loop import Cadence, LoopTask
+from ebmlab.core.loop import Cadence, LoopTask, Requirement
 from ebmlab.data.ego_small import adjacency_to_graphs, triu_to_adj
 from ebmlab.data.ego_small_dataset import EgoSmall
-from ebmlab.errors import check
+from ebmlab.errors import check, check_at_least
 from ebmlab.learning.pcd import PCD
 from ebmlab.learning.ratio_matching_learner import RatioMatchingLearner
 from ebmlab.metrics.graph_stats import graph_mmd
@@ -35,6 +37,8 @@ from ebmlab.samplers.gibbs import RandomScanGibbs, SweepGibbs
 from ebmlab.utils.memory import learner_batch_bytes
 
 GEN_SAMPLERS, GEN_INITS = ("sweep", "random_scan"), ("data_mean", "uniform", "zeros")
+LEARNERS = (RatioMatchingLearner, PCD)
+MAX_NODES = {"max_nodes": "dataset.max_nodes"}
 
 
 def bits_to_graphs(x: Tensor, max_nodes: int) -> list[nx.Graph]:
@@ -66,38 +70,47 @@ class Parts:
     bits: Tensor | None = None  # the graphs generated at the last evaluation
 
 
+@dataclass
 class GraphGeneration(LoopTask):
-    """Train an energy on Ego-small, generate graphs by Gibbs sampling, report graph MMDs."""
+    """``task=graph_generation`` (conf/task/graph_generation.yaml documents every key)."""
 
     main_metric = "avg"
     progress_desc = "graph EBM training"
+    requires = {
+        "dataset": Requirement(EgoSmall, "a graph dataset (dataset=ego_small)"),
+        "model": Requirement(RGCNEnergy, "a graph energy (model=rgcn)", MAX_NODES),
+        "learner": Requirement(LEARNERS, "a ratio matching learner (rm, rmwggis, rmwrand) or pcd"),
+    }
+    checkpoint_keys = ("model", "learner", "last", "bits")
+    n_iters: int
+    log_every: int
+    eval_every: int
+    checkpoint_every: int
+    n_samples: int
+    gen_sampler: Literal["sweep", "random_scan"]
+    gen_sweeps: int
+    gen_init: Literal["data_mean", "uniform", "zeros"]
+    buffer_reinit: float
+    n_show: int
 
-    def __init__(
-        self,
-        n_iters: int,
-        log_every: int,
-        eval_every: int,
-        checkpoint_every: int,
-        n_samples: int,
-        gen_sampler: Literal["sweep", "random_scan"],
-        gen_sweeps: int,
-        gen_init: Literal["data_mean", "uniform", "zeros"],
-        buffer_reinit: float,
-        n_show: int,
-    ):
-        self.cad = Cadence(n_iters, log_every, checkpoint_every)
-        msg = f"must be 0 (only at the end) or a multiple of log_every={log_every}"
-        check(eval_every >= 0 and eval_every % log_every == 0, "eval_every", msg)
-        for key, v in (("n_samples", n_samples), ("gen_sweeps", gen_sweeps), ("n_show", n_show)):
-            check(v >= 1, key, f"must be an integer >= 1 (got {v})")
-        msg = f"must be one of {GEN_SAMPLERS} (got {gen_sampler!r})"
-        check(gen_sampler in GEN_SAMPLERS, "gen_sampler", msg)
-        check(gen_init in GEN_INITS, "gen_init", f"must be one of {GEN_INITS} (got {gen_init!r})")
-        msg = f"must be a fraction in [0, 1] (got {buffer_reinit})"
-        check(0.0 <= buffer_reinit <= 1.0, "buffer_reinit", msg)
-        self.eval_every, self.n_samples, self.gen_sampler = eval_every, n_samples, gen_sampler
-        self.gen_sweeps, self.gen_init, self.buffer_reinit = gen_sweeps, gen_init, buffer_reinit
-        self.n_show = n_show
+    def __post_init__(self):
+        self.cadence = Cadence(self.n_iters, self.log_every, self.checkpoint_every)
+        msg = f"must be 0 (only at the end) or a multiple of log_every={self.log_every}"
+        check(self.eval_every >= 0 and self.eval_every % self.log_every == 0, "eval_every", msg)
+        check_at_least(vars(self), (("n_samples gen_sweeps n_show", 1),))
+        msg = f"must be one of {GEN_SAMPLERS} (got {self.gen_sampler!r})"
+        check(self.gen_sampler in GEN_SAMPLERS, "gen_sampler", msg)
+        msg = f"must be one of {GEN_INITS} (got {self.gen_init!r})"
+        check(self.gen_init in GEN_INITS, "gen_init", msg)
+        msg = f"must be a fraction in [0, 1] (got {self.buffer_reinit})"
+        check(0.0 <= self.buffer_reinit <= 1.0, "buffer_reinit", msg)
+
+    def check_config(self, cfg) -> None:
+        needs_sampler = get_object(cfg.learner._target_).needs_sampler
+        msg = "a PCD learner needs a sampler (e.g. sampler=gwg)"
+        check(not needs_sampler or OmegaConf.select(cfg, "sampler._target_"), "sampler", msg)
+        msg = f"only applies to a PCD learner (got {self.buffer_reinit} with ratio matching)"
+        check(self.buffer_reinit == 0 or needs_sampler, "task.buffer_reinit", msg)
 
     def memory_estimate(self, cfg) -> dict[str, int]:
         n = int(cfg.dataset.max_nodes)
@@ -112,28 +125,14 @@ class GraphGeneration(LoopTask):
 
     def build(self, ctx) -> Parts:
         data = ctx.build("dataset")
-        check(isinstance(data, EgoSmall), "dataset", "needs a graph dataset (ego_small)")
         data.load()
-        model = ctx.build("model").to(ctx.device)
-        check(isinstance(model, RGCNEnergy), "model", "needs a graph energy (model=rgcn)")
-        msg = f"must equal dataset.max_nodes={data.max_nodes} (got {model.max_nodes})"
-        check(model.max_nodes == data.max_nodes, "model.max_nodes", msg)
-        learner = ctx.build("learner")
-        msg = "must be a ratio matching learner (rm, rmwggis, rmwrand) or pcd"
-        check(isinstance(learner, (RatioMatchingLearner, PCD)), "learner", msg)
-        msg = "a PCD learner needs a sampler (e.g. sampler=gwg)"
-        check(not learner.needs_sampler or ctx.has("sampler"), "sampler", msg)
+        model, learner = ctx.build("model").to(ctx.device), ctx.build("learner")
         sampler = ctx.build("sampler") if learner.needs_sampler else None
-        msg = f"only applies to a PCD learner (got {self.buffer_reinit} with ratio matching)"
-        check(self.buffer_reinit == 0 or learner.needs_sampler, "task.buffer_reinit", msg)
         x = data.train_x.to(ctx.device)
         ref = graph_mmd(data.train_graphs, data.test_graphs)
         model.init_from_data(x)
         learner.setup(model, x, ctx.generator, sampler)
         return Parts(model, data, learner, x, ref)
-
-    def cadence(self, parts: Parts) -> Cadence:
-        return self.cad
 
     def step(self, p: Parts, step: int, ctx) -> dict:
         if self.buffer_reinit > 0:  # App. H: re-initialise a fraction of the PCD buffer
@@ -161,7 +160,7 @@ class GraphGeneration(LoopTask):
         return runner.state.x
 
     def evaluate(self, p: Parts, step: int, ctx) -> dict:
-        if step != self.cad.n_steps and not (self.eval_every and step % self.eval_every == 0):
+        if step != self.cadence.n_steps and not (self.eval_every and step % self.eval_every == 0):
             return {}
         p.bits = self.generate(p, ctx)
         graphs = bits_to_graphs(p.bits, p.data.max_nodes)
@@ -172,17 +171,8 @@ class GraphGeneration(LoopTask):
         out["gen_connected"] = sum(nx.is_connected(h) for h in graphs) / n
         return out
 
-    def state_dict(self, p: Parts) -> dict:
-        state = dict(model=p.model.state_dict(), learner=p.learner.state_dict())
-        return dict(state, last=p.last, bits=p.bits)
-
-    def load_state_dict(self, p: Parts, d: dict) -> None:
-        p.model.load_state_dict(d["model"])
-        p.learner.load_state_dict(d["learner"])
-        p.last, p.bits = d["last"], d["bits"]
-
     def finish(self, p: Parts, history, ctx) -> dict:
-        n, seconds, res = self.cad.n_steps, ctx.elapsed(), history.rows[-1]
+        n, seconds, res = self.cadence.n_steps, ctx.elapsed(), history.rows[-1]
         graphs = bits_to_graphs(p.bits, p.data.max_nodes)
         figures.write_graphs(ctx.run_dir / "generated_graphs.txt", graphs)
         method = ctx.choices.get("learner", "")

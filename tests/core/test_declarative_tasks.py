@@ -17,7 +17,9 @@ from ebmlab.core.loop import (
     LoopTask,
     Requirement,
     check_requirements,
+    restored_part,
     run_task,
+    saved_part,
 )
 from ebmlab.core.state import ChainState
 from ebmlab.errors import CheckpointError, ConfigError
@@ -101,6 +103,17 @@ def test_a_tensor_part_comes_back_on_the_device_of_the_part_it_replaces():
     p.weights = torch.empty(2, device="meta")
     task.load_state_dict(p, {**task.state_dict(p), "weights": torch.ones(2)})
     assert p.weights.device.type == "meta"
+
+
+def test_a_generator_part_is_saved_as_its_state_and_restored_in_place():
+    """A task's own stream (density_modeling's CPU data generator) continues where it stopped."""
+    g = torch.Generator().manual_seed(3)
+    state = saved_part(g)
+    assert isinstance(state, torch.Tensor) and state.dtype == torch.uint8
+    expected = torch.rand(4, generator=g)
+    other = torch.Generator().manual_seed(99)
+    assert restored_part(other, state) is other
+    assert torch.equal(torch.rand(4, generator=other), expected)
 
 
 def test_a_checkpoint_without_a_declared_part_names_it(tmp_path):

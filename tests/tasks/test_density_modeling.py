@@ -87,11 +87,13 @@ def test_end_to_end_pcd_gibbs_without_rm_objective(tmp_path):
 def test_pcd_without_sampler_is_exit_2(tmp_path):
     p = run_cli(TINY + ["learner=pcd"], tmp_path / "run", check=False)  # experiment: no sampler
     assert p.returncode == 2 and "sampler" in p.stderr
+    assert not (tmp_path / "run" / "run_config.json").exists()  # refused before the run dir
 
 
 def test_model_dim_mismatch_is_exit_2(tmp_path):
     p = run_cli(TINY + ["model.dim=20"], tmp_path / "run", check=False)
     assert p.returncode == 2 and "model.dim" in p.stderr
+    assert not (tmp_path / "run" / "run_config.json").exists()  # refused before the run dir
 
 
 @pytest.mark.parametrize(

@@ -193,6 +193,7 @@ def test_mismatched_max_nodes_is_exit_2(tmp_path):
         check=False,
     )
     assert p.returncode == 2 and "model.max_nodes" in p.stderr
+    assert not (tmp_path / "run" / "run_config.json").exists()  # refused before the run dir
 
 
 # EBM(GWG): PCD buffer with re-initialisation, the GWG sampler's state, Adam
@@ -235,3 +236,4 @@ def test_buffer_reinit_with_ratio_matching_is_exit_2(tmp_path):
     args = TINY + [f"dataset.data_dir={FIXTURE}", "dataset.n_test=1", "task.buffer_reinit=0.5"]
     p = run_cli(args, tmp_path / "run", check=False)
     assert p.returncode == 2 and "buffer_reinit" in p.stderr
+    assert not (tmp_path / "run" / "run_config.json").exists()  # refused before the run dir

@@ -17,6 +17,9 @@ import torch
 from ebmlab.utils.workspace import Workspace
 from tests.helpers import REPO, run_cli
 from tests.tasks.conftest import EBM_TINY
+from tests.tasks.test_density_modeling import TINY as TINY_DENSITY
+from tests.tasks.test_graph_generation import FIXTURE as CITESEER
+from tests.tasks.test_graph_generation import TINY as TINY_GRAPHS
 from tests.tasks.test_grbm_gmm import TINY_GMM
 from tests.tasks.test_grbm_images import tiny_fashion
 
@@ -25,6 +28,11 @@ FIX = REPO / "tests" / "fixtures" / "images"
 RBM_ACS = ["experiment=acs/table1_rbm_learning_acs", "scale=smoke", "dataset=static_mnist"]
 RBM_ACS += [f"dataset.data_dir={FIX}", "model.n_hidden=8", "task.n_iters=20", "task.n_show=4"]
 RBM_ACS += ["learner.buffer_size=10", "learner.batch_size=10", "task.checkpoint_every=5"]
+# the parked paper-scale run's learner (exact RM, Hyvarinen objective) on 4 tiny iterations
+GRAPH_RM = [a for a in TINY_GRAPHS if not a.startswith(("learner.s=", "task.n_iters="))]
+GRAPH_RM += [f"dataset.data_dir={CITESEER}", "dataset.n_test=1", "task.n_iters=4"]
+GRAPH_RM += ["learner=rm", "learner.objective=hyvarinen"]
+TIMINGS = ("seconds", "time_per_iter")
 
 
 def layout(obj, prefix=""):
@@ -83,3 +91,28 @@ def test_ebm_learning_resumes_an_old_checkpoint(tmp_path):
 def test_rbm_learning_with_acs_pcd_resumes_an_old_checkpoint(tmp_path):
     r = _resume_from_old_checkpoint("rbm_acs", RBM_ACS, tmp_path)
     assert r["n_iters"] == 20 and r["log_prob_evals_per_step"] > 0
+
+
+def _same_as_uninterrupted(resumed: dict, args: list[str], tmp_path) -> None:
+    """The old code's checkpoint resumed gives today's uninterrupted run's numbers."""
+    full = run_cli(args, tmp_path / "full").results
+    assert resumed.keys() == full.keys()
+    assert {k: v for k, v in resumed.items() if k not in TIMINGS} == {
+        k: v for k, v in full.items() if k not in TIMINGS
+    }
+
+
+@pytest.mark.slow
+def test_density_modeling_resumes_an_old_checkpoint(tmp_path):
+    """Heat-map snapshots, the CPU data-stream generator and the last MMD sets carry over."""
+    r = _resume_from_old_checkpoint("density", TINY_DENSITY, tmp_path)
+    assert r["n_iters"] == 20 and r["mmd_samples"] == 200
+    _same_as_uninterrupted(r, TINY_DENSITY, tmp_path)
+
+
+@pytest.mark.slow
+def test_graph_generation_resumes_an_old_checkpoint(tmp_path):
+    """The layout of the parked paper-scale exact-RM run (records/parked/, Table 2)."""
+    r = _resume_from_old_checkpoint("graph_rm", GRAPH_RM, tmp_path)
+    assert r["n_iters"] == 4 and "accept_rate" not in r
+    _same_as_uninterrupted(r, GRAPH_RM, tmp_path)
