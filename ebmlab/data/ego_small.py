@@ -215,3 +215,25 @@ def triu_to_adj(v: Tensor, n: int) -> Tensor:
     adj = v.new_zeros(*v.shape[:-1], n, n)
     adj[..., rows, cols] = v
     return adj + adj.transpose(-1, -2)
+
+
+# Bit vectors of generated graphs (tasks/graph_generation.py).
+GEN_INITS = ("data_mean", "uniform", "zeros")
+
+
+def bits_to_graphs(x: Tensor, max_nodes: int) -> list[nx.Graph]:
+    """Upper-triangle bits [n, N(N-1)/2] -> graphs without isolated (padding) nodes."""
+    return adjacency_to_graphs(triu_to_adj(x.detach().float().cpu(), max_nodes))
+
+
+def init_bits(n: int, mode: str, x: Tensor, g: torch.Generator) -> Tensor:
+    """``n`` initial bit vectors: zeros, Bernoulli(1/2), or Bernoulli of the per-bit mean of
+    ``x`` clamped to [0.01, 0.99] (``data_mean``)."""
+    d = x.shape[1]
+    if mode == "zeros":
+        return torch.zeros(n, d, device=x.device)
+    if mode == "uniform":
+        p = torch.full((n, d), 0.5, device=x.device)
+    else:
+        p = x.float().mean(0).clamp(0.01, 0.99).expand(n, d)
+    return (torch.rand(p.shape, generator=g, device=x.device) < p).float()

@@ -2,7 +2,9 @@
 
 - :func:`grid_metrics`: KL(p_true || p_model) by quadrature on a square grid, the NLL of fresh
   true points, and the model's log Z by the trapezoid rule on a grid twice as wide;
-- :func:`mode_stats`: how the model's samples cover the mixture's components.
+- :func:`mode_stats`: how the model's samples cover the mixture's components;
+- :func:`log_density_grid`: a (binary-coded) model's normalised log-density over grid cells
+  (RMwGGIS heat maps, tasks/density_modeling.py).
 """
 
 from __future__ import annotations
@@ -63,3 +65,11 @@ def mode_stats(
         "modes_covered": int((counts / max(s.shape[0], 1) >= 0.05).sum()),
         "mode_tv": tv,
     }
+
+
+def log_density_grid(model, bits: Tensor, chunk: int = 16384) -> Tensor:
+    """Normalised log-density over grid cells: log softmax(-E(grid)) (float64, CPU); ``chunk``:
+    rows per forward (memory only)."""
+    with torch.no_grad():
+        lp = torch.cat([model.log_prob(c) for c in bits.split(chunk)])
+    return torch.log_softmax(lp.double().cpu(), dim=0)

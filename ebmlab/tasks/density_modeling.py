@@ -31,6 +31,7 @@ from ebmlab.errors import check, check_at_least
 from ebmlab.learning.pcd import PCD
 from ebmlab.learning.ratio_matching import ratio_matching_loss
 from ebmlab.learning.ratio_matching_learner import RatioMatchingLearner
+from ebmlab.metrics.density_2d import log_density_grid
 from ebmlab.metrics.mmd import mmd2_linear_hamming_unbiased, mmd2_linear_hamming_unbiased_se
 from ebmlab.models.base import EnergyModel
 from ebmlab.plotting import density_modeling as figures
@@ -40,13 +41,6 @@ from ebmlab.utils.memory import learner_batch_bytes
 _EVAL_CHUNK = 16384  # rows per forward over all n*d neighbours / the grid (memory only)
 SCORES = {"mmd", "rm_objective"}
 LEARNERS = (RatioMatchingLearner, PCD)
-
-
-def log_density_grid(model, bits: Tensor, chunk: int = _EVAL_CHUNK) -> Tensor:
-    """Normalised log-density over grid cells: log softmax(-E(grid)) (float64, CPU)."""
-    with torch.no_grad():
-        lp = torch.cat([model.log_prob(c) for c in bits.split(chunk)])
-    return torch.log_softmax(lp.double().cpu(), dim=0)
 
 
 def gibbs_samples(model, x0: Tensor, sweeps: int, generator: torch.Generator) -> Tensor:

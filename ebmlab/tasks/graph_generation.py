@@ -24,7 +24,7 @@ from torch import Tensor
 
 from ebmlab.core.chain import ChainRunner
 from ebmlab.core.loop import Cadence, LoopTask, Requirement
-from ebmlab.data.ego_small import adjacency_to_graphs, triu_to_adj
+from ebmlab.data.ego_small import GEN_INITS, bits_to_graphs, init_bits
 from ebmlab.data.ego_small_dataset import EgoSmall
 from ebmlab.errors import check, check_at_least
 from ebmlab.learning.pcd import PCD
@@ -36,27 +36,9 @@ from ebmlab.plotting.graph_generation import MMD_KEYS
 from ebmlab.samplers.gibbs import RandomScanGibbs, SweepGibbs
 from ebmlab.utils.memory import learner_batch_bytes
 
-GEN_SAMPLERS, GEN_INITS = ("sweep", "random_scan"), ("data_mean", "uniform", "zeros")
+GEN_SAMPLERS = ("sweep", "random_scan")
 LEARNERS = (RatioMatchingLearner, PCD)
 MAX_NODES = {"max_nodes": "dataset.max_nodes"}
-
-
-def bits_to_graphs(x: Tensor, max_nodes: int) -> list[nx.Graph]:
-    """Upper-triangle bits [n, N(N-1)/2] -> graphs without isolated (padding) nodes."""
-    return adjacency_to_graphs(triu_to_adj(x.detach().float().cpu(), max_nodes))
-
-
-def init_bits(n: int, mode: str, x: Tensor, g: torch.Generator) -> Tensor:
-    """``n`` initial bit vectors: zeros, Bernoulli(1/2), or Bernoulli of the per-bit mean of
-    ``x`` clamped to [0.01, 0.99] (``data_mean``)."""
-    d = x.shape[1]
-    if mode == "zeros":
-        return torch.zeros(n, d, device=x.device)
-    if mode == "uniform":
-        p = torch.full((n, d), 0.5, device=x.device)
-    else:
-        p = x.float().mean(0).clamp(0.01, 0.99).expand(n, d)
-    return (torch.rand(p.shape, generator=g, device=x.device) < p).float()
 
 
 @dataclass

@@ -10,11 +10,11 @@ import pytest
 import torch
 
 from ebmlab.learning.ratio_matching import ratio_matching_loss
+from ebmlab.metrics.density_2d import log_density_grid
 from ebmlab.models.enumeration import binary_states
 from ebmlab.models.mlp_energy import MLPEnergy
 from ebmlab.report import collect
 from ebmlab.report.figures.density_modeling import grid_figure
-from ebmlab.tasks.density_modeling import log_density_grid
 from tests.helpers import run_cli
 
 TIMINGS = ("seconds", "time_per_iter")

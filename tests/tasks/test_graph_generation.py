@@ -8,10 +8,9 @@ from pathlib import Path
 import pytest
 import torch
 
-from ebmlab.data.ego_small import adj_to_triu, triu_to_adj
+from ebmlab.data.ego_small import adj_to_triu, bits_to_graphs, triu_to_adj
 from ebmlab.errors import ConfigError
 from ebmlab.samplers.base import value_and_grad
-from ebmlab.tasks.graph_generation import bits_to_graphs
 from tests.helpers import from_conf, run_cli
 
 FIXTURE = Path(__file__).resolve().parents[1] / "fixtures" / "graphs" / "citeseer"
