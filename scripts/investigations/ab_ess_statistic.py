@@ -82,9 +82,9 @@ def run_one(target: str, sampler: str, chains: int, burn_in: int, steps: int, se
         out = task.step(p, step, ctx)
         if step > burn_in:
             i = step - burn_in - 1
-            x = p.state.x.reshape(chains, -1)
+            x = p.runner.state.x.reshape(chains, -1)
             xs[i] = x.round().to(torch.uint8)
-            lp[i] = p.state.log_prob.float()  # the sampler's cached f(x), no second forward
+            lp[i] = p.runner.state.log_prob.float()  # the sampler's cached f(x), no second forward
             queries += float(out["queries"])
     xf = xs.float()
     series = {
