@@ -73,9 +73,7 @@ class DensityModeling(LoopTask):
     progress_desc = "density modelling"
     requires = {
         "dataset": Requirement(Synthetic2D, "a Gray-coded 2-D dataset (dataset=synthetic_2d)"),
-        "model": Requirement(
-            EnergyModel, "a binary energy (model=mlp_energy)", {"dim": "dataset.dim"}
-        ),
+        "model": Requirement(EnergyModel, "a binary energy (model=mlp_energy or rbm)"),
         "learner": Requirement(LEARNERS, "a ratio matching learner (rm, rmwggis, rmwrand) or pcd"),
     }
     checkpoint_keys = ("model", "learner", "snaps", "data_gen", "last", "final")
@@ -103,6 +101,10 @@ class DensityModeling(LoopTask):
     def check_config(self, cfg) -> None:
         binary = get_object(cfg.model._target_).state_kind == "binary"
         check(binary, "model", "needs a binary energy model (e.g. mlp_energy)")
+        key = next((k for k in ("dim", "n_visible") if k in cfg.model), None)  # the model's d
+        if key is not None:
+            got, want = cfg.model[key], cfg.dataset.dim
+            check(got == want, f"model.{key}", f"must be {want} (dataset.dim) (got {got})")
         needs_sampler = get_object(cfg.learner._target_).needs_sampler
         msg = "a PCD learner needs a sampler (e.g. sampler=gwg)"
         check(not needs_sampler or OmegaConf.select(cfg, "sampler._target_"), "sampler", msg)

@@ -147,3 +147,12 @@ def test_rm_objective_metric_is_eq3_mean():
     with torch.no_grad():
         value = float(ratio_matching_loss(m, x, chunk_size=5))
     assert value == pytest.approx(float(brute.mean()), rel=1e-5)
+
+
+def test_an_rbm_is_a_binary_energy_it_accepts(tmp_path):
+    """model=rbm (n_visible, not dim) passes the requirements; a wrong n_visible is refused."""
+    rbm = [o for o in TINY if not o.startswith("model.")] + ["model=rbm", "model.n_hidden=8"]
+    ok = run_cli(rbm + ["task.n_iters=10"], tmp_path / "a")
+    assert (tmp_path / "a" / "results.json").exists(), ok.stderr
+    bad = run_cli(rbm + ["model.n_visible=20"], tmp_path / "b", check=False)
+    assert bad.returncode == 2 and "model.n_visible" in bad.stderr
