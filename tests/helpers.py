@@ -10,6 +10,7 @@ from pathlib import Path
 
 from omegaconf import OmegaConf
 
+from ebmlab.models.base import EnergyModel
 from ebmlab.utils.config import build
 
 REPO = Path(__file__).resolve().parents[1]
@@ -102,3 +103,17 @@ def assert_same_results(a: dict, b: dict, device: str | None = None) -> None:
 
     found = differences(a, b, device or run_device())
     assert not found, "results differ: " + "; ".join(found[:10])
+
+
+class Counting(EnergyModel):
+    """Wraps a model and counts batched log_prob calls."""
+
+    def __init__(self, inner):
+        super().__init__()
+        self.inner = inner
+        self.dim, self.state_kind, self.n_states = inner.dim, inner.state_kind, inner.n_states
+        self.calls = 0
+
+    def log_prob(self, x):
+        self.calls += 1
+        return self.inner.log_prob(x)

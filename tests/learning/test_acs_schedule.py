@@ -9,29 +9,14 @@ import torch
 from ebmlab.core.chain import ChainRunner
 from ebmlab.errors import ConfigError
 from ebmlab.learning.acs_schedule import ACSPCDParams, ACSPCDSchedule
-from ebmlab.models.base import EnergyModel
 from ebmlab.samplers.acs import ACS, ACSKernel
 from tests.exactness import frustrated_ising, random_init
-from tests.helpers import from_conf
+from tests.helpers import Counting, from_conf
 
 
 def acs(**kw) -> ACS:
     """conf/sampler/acs.yaml with ``kw``."""
     return from_conf("sampler/acs", **kw)
-
-
-class Counting(EnergyModel):
-    """Wraps a model and counts batched log_prob calls."""
-
-    def __init__(self, inner):
-        super().__init__()
-        self.inner = inner
-        self.dim, self.state_kind, self.n_states = inner.dim, inner.state_kind, inner.n_states
-        self.calls = 0
-
-    def log_prob(self, x):
-        self.calls += 1
-        return self.inner.log_prob(x)
 
 
 def _target():

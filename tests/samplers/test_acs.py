@@ -43,7 +43,7 @@ from tests.exactness import (
     tv_distance,
     tv_noise_floor,
 )
-from tests.helpers import from_conf
+from tests.helpers import Counting, from_conf
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -65,20 +65,6 @@ def kern(alpha: float, beta: float, mh: bool = True) -> ACSKernel:
 
 
 BINARY = StateSpace("binary", 2)
-
-
-class Counting(EnergyModel):
-    """Wraps a model and counts batched log_prob calls."""
-
-    def __init__(self, inner):
-        super().__init__()
-        self.inner = inner
-        self.dim, self.state_kind, self.n_states = inner.dim, inner.state_kind, inner.n_states
-        self.calls = 0
-
-    def log_prob(self, x):
-        self.calls += 1
-        return self.inner.log_prob(x)
 
 
 # ---------------------------------------------------------------------------
