@@ -3,6 +3,7 @@
     runner = ChainRunner(model, sampler, state, generator, run_steps=n)
     info = runner.step()      # one step: the adaptation's while it adapts, else the kernel's
     sums = runner.run(k)      # k steps as one block; per-step scalar sums left on the device
+    sums = runner.run(k, record=f)  # and f(state) after each step, stacked: sums["record"]
     runner.warm_up()          # steps until the adaptation is frozen (nothing once frozen)
     d = runner.state_dict()   # chains, steps taken, adaptation / frozen kernel state
 
@@ -23,6 +24,8 @@ once per shape / parameter key and replayed, with the same numbers as eager step
 
 from __future__ import annotations
 
+import functools
+from collections.abc import Callable
 from typing import Any
 
 import torch
@@ -88,28 +91,43 @@ class ChainRunner:
         self.steps += 1
         return info
 
-    def run(self, n: int) -> dict[str, Tensor | int]:
+    def run(self, n: int, record: Callable[[ChainState], Tensor] | None = None) -> dict:
         """``n`` steps as one block. Returns the sums over the block of the per-step scalars
         (:meth:`StepInfo.totals`: float64 tensors on the device, integer costs) and ``steps``;
-        nothing is read back to the host. Blocks of the frozen kernel go through the capture."""
+        nothing is read back to the host. Blocks of the frozen kernel go through the capture.
+
+        ``record`` (a function of the chain state, the same object every block so a graph is
+        kept for it): its value after each step, stacked into ``sums["record"]`` [n, ...],
+        e.g. a task's per-step trace, written into the trace once per block."""
         if self.capture is not None and not self.adapting:
             kernel, model, gen = self._kernel, self.model, self.generator
-            self.state, sums = self.capture.run(self._block, kernel, model, self.state, n, gen)
+            block = self._block if record is None else functools.partial(self._block, record=record)
+            self.state, sums = self.capture.run(block, kernel, model, self.state, n, gen, record)
             self.steps += n
             return sums
         sums: dict[str, Tensor | int] = {}
+        records = []
         for _ in range(n):
             add_totals(sums, self.step())
+            if record is not None:
+                records.append(record(self.state))
+        if record is not None:
+            sums["record"] = torch.stack(records)
         sums["steps"] = n
         return sums
 
-    def _block(self, state: ChainState, n: int) -> tuple[ChainState, dict]:
+    def _block(self, state: ChainState, n: int, record=None) -> tuple[ChainState, dict]:
         """``n`` steps of the frozen kernel from ``state``: what :meth:`run` does, as the
         function a capture records (it touches nothing but its arguments and the generator)."""
         sums: dict[str, Tensor | int] = {}
+        records = []
         for _ in range(n):
             state, info = self._kernel.step(self.model, state, self.generator)
             add_totals(sums, info)
+            if record is not None:
+                records.append(record(state))
+        if record is not None:
+            sums["record"] = torch.stack(records)
         sums["steps"] = n
         return state, sums
 

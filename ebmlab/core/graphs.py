@@ -551,23 +551,25 @@ class GraphedSteps:
         self._warned = False
         self._lock = threading.Lock()
 
-    def key(self, kernel, model, state: ChainState, n: int, generator) -> tuple:
+    def key(self, kernel, model, state: ChainState, n: int, generator, tag=None) -> tuple:
         leaves, spec = flatten_state(state)
         flip = state.aux.get("flip")
         if flip is not None and flip[0] == RESTORED:
             raise NotCapturable("a flip cache from a checkpoint is checked on the host first")
         spec = relative_spec(spec, flip_tag(model), stale=True)
         key = (n, spec, leaf_meta(leaves), kernel_key(kernel), model_key(model), id(generator))
+        key += (tag,)  # what else the block does (a ChainRunner's per-step record function)
         try:
             hash(key)
         except TypeError as e:
             raise NotCapturable(str(e)) from None
         return key
 
-    def run(self, block, kernel, model, state: ChainState, n: int, generator):
-        """(new state, sums) of ``n`` steps, graphed where it can be."""
+    def run(self, block, kernel, model, state: ChainState, n: int, generator, tag=None):
+        """(new state, sums) of ``n`` steps, graphed where it can be; ``tag`` (hashable) tells
+        apart blocks that do different work besides the steps (a per-step record)."""
         try:
-            key = self.key(kernel, model, state, n, generator)
+            key = self.key(kernel, model, state, n, generator, tag)
         except NotCapturable:
             return block(state, n)
         with self._lock:

@@ -113,12 +113,15 @@ class ChainTask(LoopTask):
             self.warm_up(parts, ctx)
         return parts.chains.runner.step()
 
-    def advance_block(self, parts, first: int, n: int, ctx) -> dict:
+    def advance_block(self, parts, first: int, n: int, ctx, record=None) -> dict:
         """Loop steps ``first`` .. ``first + n - 1`` as one block (the warm-up first at step
         1): the sums of their per-step scalars, left on the device. A task without per-step
-        work of its own offers it as the loop's ``steps`` (CUDA graphs, issue 46)."""
+        work of its own offers it as the loop's ``steps`` (CUDA graphs, issue 46); one with
+        per-step outputs passes ``record`` (a function of the chain state, the same object
+        every block) and finds its values after each step stacked in ``sums["record"]``
+        [n, ...], to write into its trace once per block (no host read inside the block)."""
         if first == 1:
             self.warm_up(parts, ctx)
-        sums = parts.chains.runner.run(n)
+        sums = parts.chains.runner.run(n, record)
         sums.pop("steps")
         return sums

@@ -1,0 +1,143 @@
+"""The sampling tasks' ``steps`` hook (issue 46): on CUDA the loop hands a task blocks of
+steps that the chain runner captures as CUDA graphs, per-step outputs (a trace row, a
+Hamming summary) included. Here the blocks run as on CUDA through the stand-in capture
+(which fails on a host read inside a captured block): traces, results and checkpoints are
+bit-identical to the one-step-at-a-time run, and a run killed inside a block resumes to the
+uninterrupted run's numbers."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import torch
+
+from ebmlab.core import graphs, loop
+from ebmlab.utils.workspace import Workspace
+from tests.helpers import run_inprocess
+
+
+class Killed(BaseException):
+    """A kill inside a block (between checkpoints): nothing after it runs."""
+
+
+def _as_on_cuda(monkeypatch, made: list) -> None:
+    """Blocks for tasks with ``steps`` and the stand-in capture for every chain runner."""
+    monkeypatch.setattr(loop, "_blocks", lambda task, ctx: callable(getattr(task, "steps", None)))
+
+    def stand_in(device):
+        made.append(graphs.GraphedSteps(graphs.StandInBackend()))
+        return made[-1]
+
+    monkeypatch.setattr(graphs, "for_device", stand_in)
+
+
+def _kill_inside_a_block(monkeypatch, task_cls, at: int) -> None:
+    steps = task_cls.steps
+
+    def killing(self, p, first, n, ctx):
+        if first <= at < first + n and not getattr(task_cls, "_killed", False):
+            monkeypatch.setattr(task_cls, "_killed", True, raising=False)
+            steps(self, p, first, n, ctx)  # the block ran; its outputs are lost with the process
+            raise Killed
+        return steps(self, p, first, n, ctx)
+
+    monkeypatch.setattr(task_cls, "steps", killing)
+
+
+def _run(args, run_dir, monkeypatch) -> tuple[dict, dict]:
+    assert run_inprocess(args, run_dir, monkeypatch) == 0
+    results = json.loads((run_dir / "results.json").read_text())["metrics"]
+    untimed = {k: v for k, v in results.items() if "second" not in k}
+    return untimed, Workspace(run_dir).load("last")
+
+
+def _assert_equal(a, b, where="") -> None:
+    if isinstance(a, torch.Tensor):
+        assert isinstance(b, torch.Tensor) and a.dtype == b.dtype, where
+        assert torch.equal(a, b), where
+    elif isinstance(a, dict):
+        assert set(a) == set(b), where
+        for k in a:
+            _assert_equal(a[k], b[k], f"{where}.{k}")
+    elif isinstance(a, (list, tuple)):
+        assert len(a) == len(b), where
+        for i, (x, y) in enumerate(zip(a, b)):
+            _assert_equal(x, y, f"{where}[{i}]")
+    else:
+        assert a == b, where
+
+
+def _untimed_checkpoint(ck: dict) -> dict:
+    """The task state and totals (the history's ``seconds`` and the clock are wall time)."""
+    history = [{k: v for k, v in row.items() if "second" not in k} for row in ck["history"]]
+    return {"task": _drop_timing(ck["task"]), "totals": ck["totals"], "history": history}
+
+
+def _drop_timing(d):
+    if isinstance(d, dict):
+        return {k: _drop_timing(v) for k, v in d.items() if "second" not in k}
+    return d
+
+
+def _blocks_equal_steps(args, task_cls, kill_at, tmp_path, monkeypatch) -> list:
+    one, one_ck = _run(args, tmp_path / "one", monkeypatch)
+    with monkeypatch.context() as m:
+        made: list = []
+        _as_on_cuda(m, made)
+        blocks, blocks_ck = _run(args, tmp_path / "blocks", monkeypatch)
+        replays = sum(g.backend.replays for g in made)
+        assert replays > 0  # blocks were captured and replayed, not only warmed
+        assert one == blocks
+        _assert_equal(_untimed_checkpoint(one_ck), _untimed_checkpoint(blocks_ck), "ck")
+        _kill_inside_a_block(m, task_cls, kill_at)
+        with pytest.raises(Killed):
+            run_inprocess(args, tmp_path / "killed", monkeypatch)
+        assert not (tmp_path / "killed" / "results.json").exists()
+        resumed, resumed_ck = _run(args, tmp_path / "killed", monkeypatch)
+        assert resumed == one
+        _assert_equal(_untimed_checkpoint(one_ck), _untimed_checkpoint(resumed_ck), "resumed")
+    return made
+
+
+ISING = [
+    "experiment=dlp/fig3_ising_sampling",
+    "scale=smoke",
+    "model.n_side=3",
+    "task.n_chains=6",
+    "task.n_steps=120",
+    "task.eval_every=20",
+    "task.checkpoint_every=40",
+]
+
+
+@pytest.mark.parametrize("sampler", ["gwg", "dmala"])
+def test_ising_sampling_blocks_equal_steps_and_resume(sampler, tmp_path, monkeypatch):
+    from ebmlab.tasks.ising_sampling import IsingSampling
+
+    args = [*ISING, f"sampler={sampler}"]
+    _blocks_equal_steps(args, IsingSampling, 50, tmp_path, monkeypatch)
+
+
+def test_ising_block_reads_nothing_on_the_host(monkeypatch):
+    """A block with its per-step record, captured by the stand-in (which raises on a host
+    read), replays to the eager block's trace."""
+    from ebmlab.core.chain import ChainRunner
+    from ebmlab.tasks.ising_sampling import states_as_uint8
+    from tests.exactness import frustrated_ising, random_init
+    from tests.helpers import from_conf
+
+    model = frustrated_ising(d=9, coupling=0.2, seed=1)
+    runs = []
+    for capture in (None, graphs.GraphedSteps(graphs.StandInBackend())):
+        kernel = from_conf("sampler/gwg")
+        x0 = random_init(model, 5, torch.Generator().manual_seed(1))
+        gen = torch.Generator().manual_seed(2)
+        runner = ChainRunner(model, kernel, kernel.init(model, x0), gen, capture=capture)
+        runs.append([runner.run(7, states_as_uint8)["record"] for _ in range(5)])
+    assert (capture.backend.captures, capture.backend.replays) == (1, 3)
+    # the same block without the record is another graph (the record is in the capture key)
+    assert "record" not in runner.run(7) and "record" not in runner.run(7)
+    for eager, graphed in zip(*runs):
+        assert eager.shape == (7, 5, 9) and eager.dtype == torch.uint8
+        assert torch.equal(eager, graphed)
