@@ -135,8 +135,20 @@ class RBMSampling(ChainTask):
 
     def step(self, p: Parts, step: int, ctx) -> dict:
         info = self.advance(p, step, ctx)
-        p.trace[step - 1] = p.chains.x[: self.ess_chains].to(torch.uint8)
+        p.trace[step - 1] = self.trace_row(p.chains.state)
         return info.totals()
+
+    def trace_row(self, state) -> Tensor:
+        """What the trace keeps of one step: the first ``ess_chains`` chains, uint8."""
+        return state.x[: self.ess_chains].to(torch.uint8)
+
+    def steps(self, p: Parts, first: int, n: int, ctx) -> dict:
+        """Loop steps ``first`` .. ``first + n - 1`` as one block (on CUDA, captured as a
+        graph): the block's trace rows come back stacked and are written once, on the device
+        (the same numbers as :meth:`step`)."""
+        sums = self.advance_block(p, first, n, ctx, record=self.trace_row)
+        p.trace[first - 1 : first - 1 + n] = sums.pop("record")
+        return sums
 
     def evaluate(self, p: Parts, step: int, ctx) -> dict:
         return {
