@@ -399,8 +399,9 @@ def _guarded_step(task, parts, step: int, ctx):
 # steps first .. first+n-1 in one call, e.g. ``ChainRunner.run(n)``, returning their summed
 # scalars) gets blocks on CUDA, where the chain runner captures them as CUDA graphs; every
 # block ends at an evaluation, a checkpoint, a progress point (a multiple of PROGRESS_EVERY),
-# the fault-injection step and the last step, so cadence, resume and signals are unchanged.
-# Elsewhere (every CPU run) the loop calls ``step`` once per step, as before.
+# the fault-injection step and the last step, so cadence, resume and signals are unchanged,
+# and after every step the task's ``block_ends()`` names (e.g. the end of a burn-in whose steps
+# report other scalars). Elsewhere (every CPU run) the loop calls ``step`` once per step.
 PROGRESS_EVERY = 100
 
 
@@ -409,6 +410,8 @@ def step_spans(task, ctx, cadence: Cadence, start: int):
     blocks = _blocks(task, ctx)
     fault = os.environ.get(FAULT_ENV)
     fault = int(fault) if fault and fault.lstrip("-").isdigit() else None
+    declared = getattr(task, "block_ends", None)
+    declared = sorted(declared()) if blocks and callable(declared) else []
     first = start + 1
     while first <= cadence.n_steps:
         last = first
@@ -419,6 +422,7 @@ def step_spans(task, ctx, cadence: Cadence, start: int):
                 _next_multiple(first, cadence.checkpoint_every),
                 _next_multiple(first, PROGRESS_EVERY),
                 fault if fault is not None and fault >= first else cadence.n_steps,
+                *(end for end in declared if end >= first),
             )
         yield first, last
         first = last + 1

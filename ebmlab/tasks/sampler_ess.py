@@ -34,7 +34,9 @@ leave uniform starts mixes once it starts where another sampler has burnt in.
 
 from __future__ import annotations
 
+import functools
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol, runtime_checkable
@@ -100,6 +102,7 @@ class Parts:
     summary: Tensor  # Hamming distances after burn-in [n_steps - burn_in, chains]
     config_params: dict  # the sampler's parameters as configured
     burn_seconds: float | None = None  # the compute clock when burn-in ended
+    summary_row: Callable | None = None  # chain state -> its summary row [chains] (Hamming)
 
 
 class SamplerESS(LoopTask):
@@ -187,7 +190,9 @@ class SamplerESS(LoopTask):
         summary = torch.zeros(m, n, dtype=torch.float32, device=dev)
         state = sampler.init(model, x0)
         runner = ChainRunner(model, tuner or sampler, state, g, run_steps=self.cadence.n_steps)
-        return Parts(model, sampler, tuner, runner, ref.to(dev), summary, configured)
+        parts = Parts(model, sampler, tuner, runner, ref.to(dev), summary, configured)
+        parts.summary_row = functools.partial(summary_row, ref=parts.ref, n_chains=n)
+        return parts
 
     def _run_states(self, model, device) -> Tensor:
         """The chain states of the ``run:<dir>`` run's last checkpoint, checked against this
@@ -215,10 +220,31 @@ class SamplerESS(LoopTask):
         info = p.runner.step()
         if step <= B:
             return {"burn_in_accept_rate": info.accept_prob.float().mean()}
-        x = p.runner.state.x.reshape(self.n_chains, -1)
-        p.summary[step - B - 1] = hamming_to_reference(x[None], p.ref)[0]
+        p.summary[step - B - 1] = p.summary_row(p.runner.state)
         queries = info.n_log_prob + self.grad_query_cost * info.n_grad
         return {**info.totals(), "queries": queries}
+
+    def block_ends(self) -> tuple[int, ...]:
+        """Blocks of steps (CUDA) end at the end of burn-in, whose steps report other scalars."""
+        return (self.burn_in,) if self.burn_in > 0 else ()
+
+    def steps(self, p: Parts, first: int, n: int, ctx) -> dict:
+        """Loop steps ``first`` .. ``first + n - 1`` as one block (on CUDA; captured as a graph
+        once the adaptation is frozen), all within burn-in or all after it (:meth:`block_ends`):
+        the same sums as :meth:`step`'s, and after burn-in the block's summary rows, stacked by
+        the chain runner, written into the summary once, on the device."""
+        B = self.burn_in
+        if first == B + 1:
+            p.burn_seconds = ctx.elapsed()
+        if first <= B < first + n - 1:
+            raise RuntimeError(f"steps {first}..{first + n - 1} straddle the end of burn-in ({B})")
+        if first <= B:
+            return {"burn_in_accept_rate": p.runner.run(n)["accept_rate"]}
+        sums = p.runner.run(n, p.summary_row)
+        p.summary[first - B - 1 : first - B - 1 + n] = sums.pop("record")
+        sums.pop("steps")
+        sums["queries"] = sums["n_log_prob"] + self.grad_query_cost * sums["n_grad"]
+        return sums
 
     def _params(self, p: Parts) -> dict:
         """Configured parameters, with the tuned values where the sampler tunes them."""
@@ -278,6 +304,11 @@ class SamplerESS(LoopTask):
         setup = p.sampler.state_dict().get("setup_stats", {})  # quadratic AB: W, D, factor
         out |= {f"setup_{k}": float(v) for k, v in setup.items() if _is_number(v)}
         return out
+
+
+def summary_row(state, ref: Tensor, n_chains: int) -> Tensor:
+    """The Hamming distance of each chain of ``state`` to ``ref`` (float [chains])."""
+    return hamming_to_reference(state.x.reshape(n_chains, -1)[None], ref)[0]
 
 
 def _is_number(v) -> bool:

@@ -46,8 +46,9 @@ def _kill_inside_a_block(monkeypatch, task_cls, at: int) -> None:
 
 
 def _ignored(key: str) -> bool:
-    """Wall time, and whether the target RBM came from the cache (the first run trains it)."""
-    return "second" in key or key == "rbm_cached"
+    """Wall time (ess_t: ESS per second), and whether the target RBM came from the cache (the
+    first run trains it)."""
+    return "second" in key or key in ("ess_t", "rbm_cached")
 
 
 def _run(args, run_dir, monkeypatch) -> tuple[dict, dict]:
@@ -180,3 +181,53 @@ def test_rbm_sampling_blocks_equal_steps_and_resume(sampler, tmp_path, monkeypat
             "sampler.tune_budget=30",
         ]
     _blocks_equal_steps(args, RBMSampling, 70, tmp_path, monkeypatch)
+
+
+ESS = [
+    "experiment=ab/tables1to5_ess",
+    "scale=smoke",
+    "task.n_chains=4",
+    "task.n_steps=120",
+    "task.burn_in=30",
+    "task.log_every=20",
+    "task.checkpoint_every=40",
+]
+
+
+@pytest.mark.parametrize(
+    "extra",
+    [
+        ["model.n_side=4", "sampler=dmala", "task.tune_accept=0.574"],  # tuned during burn-in
+        ["model.n_side=4", "sampler=gwg"],  # a fixed kernel: burn-in blocks are captured too
+        ["ab_target=rotated_medium", "model.dim=6", "sampler=ab_1st", "sampler.n_probe=10"],
+    ],
+    ids=["dmala_tuned", "gwg", "ab_1st"],
+)
+def test_sampler_ess_blocks_equal_steps_and_resume(extra, tmp_path, monkeypatch):
+    """Blocks end at the end of burn-in (its steps report burn_in_accept_rate only); the
+    summary rows after it are the runner's per-step record."""
+    from ebmlab.tasks.sampler_ess import SamplerESS
+
+    _blocks_equal_steps([*ESS, *extra], SamplerESS, 50, tmp_path, monkeypatch)
+
+
+def test_a_task_declares_where_blocks_end():
+    from ebmlab.core.loop import Cadence, step_spans
+
+    class Task:
+        def steps(self, parts, first, n, ctx):
+            return None
+
+        def block_ends(self):
+            return (30,)
+
+    class Ctx:
+        device = torch.device("cuda")
+
+    spans = list(
+        step_spans(Task(), Ctx(), Cadence(n_steps=70, eval_every=20, checkpoint_every=40), 0)
+    )
+    assert spans == [(1, 20), (21, 30), (31, 40), (41, 60), (61, 70)]
+    cpu = Ctx()
+    cpu.device = torch.device("cpu")
+    assert list(step_spans(Task(), cpu, Cadence(70, 20, 40), 0)) == [(s, s) for s in range(1, 71)]
