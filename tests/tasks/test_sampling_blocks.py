@@ -13,6 +13,7 @@ import pytest
 import torch
 
 from ebmlab.core import graphs, loop
+from ebmlab.core import state as state_module
 from ebmlab.utils.workspace import Workspace
 from tests.helpers import REPO, run_inprocess
 
@@ -30,6 +31,27 @@ def _as_on_cuda(monkeypatch, made: list) -> None:
         return made[-1]
 
     monkeypatch.setattr(graphs, "for_device", stand_in)
+
+
+def _no_host_reads_once_frozen(monkeypatch, task_cls, checked: list) -> None:
+    """A block of a frozen kernel after step 1 (no warm-up, no adaptation: the steady state)
+    reads no tensor value on the host, inside the capture or around it (trace writes), with
+    the chain state's host-read shortcuts off as they are on CUDA."""
+    steps = task_cls.steps
+
+    def guarded(self, p, first, n, ctx):
+        runner = p.runner if hasattr(p, "runner") else p.chains.runner
+        if first == 1 or runner.adapting:
+            return steps(self, p, first, n, ctx)
+        checked.append(first)
+        state_module.CAPTURING.depth += 1  # the tensors' code paths as on CUDA: no shortcuts
+        try:
+            with graphs._NoHostReads():
+                return steps(self, p, first, n, ctx)
+        finally:
+            state_module.CAPTURING.depth -= 1
+
+    monkeypatch.setattr(task_cls, "steps", guarded)
 
 
 def _kill_inside_a_block(monkeypatch, task_cls, at: int) -> None:
@@ -92,7 +114,10 @@ def _blocks_equal_steps(args, task_cls, kill_at, tmp_path, monkeypatch) -> list:
     with monkeypatch.context() as m:
         made: list = []
         _as_on_cuda(m, made)
+        checked: list = []
+        _no_host_reads_once_frozen(m, task_cls, checked)
         blocks, blocks_ck = _run(args, tmp_path / "blocks", monkeypatch)
+        assert len(checked) >= 3
         replays = sum(g.backend.replays for g in made)
         assert replays > 0  # blocks were captured and replayed, not only warmed
         assert one == blocks
