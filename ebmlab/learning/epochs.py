@@ -7,11 +7,10 @@ itself; :func:`run_epoch` repeats it for one pass and averages what it reports.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 import torch
-from torch import Tensor, nn
+from torch import Tensor
 
 
 class EpochLearner(Protocol):
@@ -38,30 +37,3 @@ def run_epoch(learner: EpochLearner, model: Any, generator: torch.Generator) -> 
             sums[k] = sums.get(k, 0.0) + v
         n += 1
     return {k: s / n for k, s in sums.items()}
-
-
-@dataclass
-class EpochTraining:
-    """``model`` trained by ``learner`` one epoch per call of :meth:`epoch`; ``last`` keeps the
-    last epoch's averaged update scalars (a run's final acceptance rate, reconstruction error),
-    checkpointed with the model and the learner."""
-
-    model: nn.Module
-    learner: EpochLearner
-    last: dict = field(default_factory=dict)
-
-    def epoch(self, generator: torch.Generator) -> dict[str, Any]:
-        self.last = run_epoch(self.learner, self.model, generator)
-        return self.last
-
-    def state_dict(self) -> dict:
-        return {
-            "model": self.model.state_dict(),
-            "learner": self.learner.state_dict(),
-            "last": self.last,
-        }
-
-    def load_state_dict(self, d: dict) -> None:
-        self.model.load_state_dict(d["model"])
-        self.learner.load_state_dict(d["learner"])
-        self.last = d["last"]
