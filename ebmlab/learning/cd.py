@@ -1,7 +1,9 @@
 """Contrastive divergence (CD-k) training of a Bernoulli RBM (the ``cd`` learner).
 
 CD-k (Hinton 2002), as in the RBM sampling protocol of GWG / DLP (App. I.3) and ACS (App. D.2):
-negatives are k block-Gibbs sweeps started at the data batch; the loss
+negatives are k block-Gibbs sweeps started at the data batch (k steps of the
+:class:`~ebmlab.samplers.block_gibbs.BlockGibbs` kernel as one block of the chain runner,
+:mod:`ebmlab.core.chain`); the loss
 -(mean log p~(data) - mean log p~(negatives)) is minimised with Adam. The visible bias starts
 at logit(clamp(data mean, .01, .99)).
 """
@@ -17,7 +19,9 @@ from tqdm import tqdm
 from ebmlab.data.binary_images import BINARIZE_MODES, binarize_batch
 from ebmlab.errors import ConfigError, DivergenceError, check
 from ebmlab.learning.batches import EpochBatches, Transform
+from ebmlab.learning.pcd import PersistentChains
 from ebmlab.models.rbm import BernoulliRBM
+from ebmlab.samplers.block_gibbs import BlockGibbs
 
 log = logging.getLogger(__name__)
 _LOG_EVERY = 100  # iterations between progress lines of CD.train
@@ -25,11 +29,12 @@ _LOG_EVERY = 100  # iterations between progress lines of CD.train
 
 class CD:
     """CD-k training of a Bernoulli RBM from data (implements
-    :class:`~ebmlab.core.protocols.Learner`; the RBM's own block Gibbs, no sampler).
+    :class:`~ebmlab.core.protocols.Learner`; exact block Gibbs of the RBM, no configured sampler).
 
     One step: the next mini-batch of a shuffled pass over the data (``transform`` given to
     ``setup`` applied, e.g. binarisation), ``k`` block-Gibbs sweeps from it for the
-    negatives, one Adam step on -(mean log p~(data) - mean log p~(negatives)).
+    negatives (one chain-runner block of ``k`` one-sweep steps, restarted at every batch),
+    one Adam step on -(mean log p~(data) - mean log p~(negatives)).
 
     Args:
         k: block-Gibbs sweeps per negative sample (DLP 10; ACS paper text 100).
@@ -63,6 +68,8 @@ class CD:
         self.init_visible_bias = init_visible_bias
         self.optimizer: torch.optim.Optimizer | None = None
         self.iteration = 0
+        self.gibbs = BlockGibbs(n_sweeps=1)  # one v -> h -> v sweep per runner step
+        self.chains = PersistentChains()
 
     def key(self) -> dict:
         """The settings that determine the trained weights (a cache key: see
@@ -109,7 +116,7 @@ class CD:
 
     def update(self, model: BernoulliRBM, batch: Tensor, generator: torch.Generator) -> dict:
         """One CD-k update from ``batch``; returns the CD objective (before the update)."""
-        x_neg = model.gibbs(batch, self.k, generator)
+        x_neg, _ = self.chains.advance(model, self.gibbs, batch, generator, self.k)
         obj = model.log_prob(batch).mean() - model.log_prob(x_neg).mean()
         loss = -obj
         self.iteration += 1

@@ -303,6 +303,43 @@ def test_cd_learner_protocol_and_resume(gen):
     assert other.iteration == 6
 
 
+def test_cd_negatives_are_one_runner_block_equal_to_the_hand_loop(gen, monkeypatch):
+    """CD-k's k sweeps are one ChainRunner.run(k) block of block Gibbs (issue 44), with the
+    draws of the old hand loop ``model.gibbs``: the same negatives, objective and weights."""
+    from ebmlab.core.chain import ChainRunner
+
+    blocks = []
+    run = ChainRunner.run
+
+    def spy(self, n, record=None):
+        blocks.append((type(self.kernel).__name__, n))
+        return run(self, n, record)
+
+    monkeypatch.setattr(ChainRunner, "run", spy)
+    x, k = two_mode_data(n=60), 3
+    learner, m = cd(k=k, n_iters=4, batch_size=20, lr=0.05), rbm(10, 3, init_seed=2)
+    ref, m_ref = cd(k=k, n_iters=4, batch_size=20, lr=0.05), rbm(10, 3, init_seed=2)
+    learner.setup(m, x, gen)
+    ref.setup(m_ref, x, torch.Generator())
+    opt = torch.optim.Adam(m_ref.parameters(), lr=0.05)
+    for it in range(4):
+        batch = x[20 * (it % 3) : 20 * (it % 3 + 1)]
+        g, g_ref = torch.Generator().manual_seed(it), torch.Generator().manual_seed(it)
+        out = learner.update(m, batch, g)
+        x_neg = m_ref.gibbs(batch, k, g_ref)  # the old hand loop
+        obj = m_ref.log_prob(batch).mean() - m_ref.log_prob(x_neg).mean()
+        opt.zero_grad(set_to_none=True)
+        (-obj).backward()
+        opt.step()
+        assert torch.equal(out["cd_objective"], obj.detach())
+        assert torch.equal(g.get_state(), g_ref.get_state())  # the same number of draws
+        for a, b in zip(m.parameters(), m_ref.parameters(), strict=True):
+            assert torch.equal(a, b)
+    assert blocks == [("BlockGibbs", k)] * 4
+    (runner,) = (r for _, r in learner.chains.runners.values())
+    assert runner.steps == 4 * k and runner.model is m
+
+
 def test_cd_dynamic_binarisation():
     gray = torch.full((50, 6), 0.3)
     m = rbm(6, 2)
