@@ -49,6 +49,11 @@ def mode_masses(cells: Tensor, n_modes: int, prob: Tensor) -> Tensor:
     return out.index_add_(0, cells.to(flat.device), flat)
 
 
+def grid_points(state) -> Tensor:
+    """The chains of ``state`` as integer grid points [n_chains, 2] (a block's record)."""
+    return state.x.long()
+
+
 @dataclass
 class Parts:
     model: MultimodalGrid
@@ -57,6 +62,12 @@ class Parts:
     exact: Tensor  # exact probabilities [S, S]
     cells: Tensor  # nearest mode of each grid point [S * S]
     near: Tensor  # grid points within mode_radius of their mode [S * S]
+
+
+def count_visits(p: Parts, xi: Tensor) -> None:
+    """Add the grid points ``xi`` [k, 2] to the visit histogram."""
+    ones = torch.ones(xi.shape[0], dtype=torch.float64, device=xi.device)
+    p.visits.index_add_(0, xi[:, 0] * p.model.n_states + xi[:, 1], ones)
 
 
 class Multimodal2D(ChainTask):
@@ -123,10 +134,19 @@ class Multimodal2D(ChainTask):
     def step(self, p: Parts, step: int, ctx) -> dict:
         info = self.advance(p, step, ctx)
         if step > self.burn_in:
-            xi = p.chains.x.long()
-            ones = torch.ones(xi.shape[0], dtype=torch.float64, device=xi.device)
-            p.visits.index_add_(0, xi[:, 0] * p.model.n_states + xi[:, 1], ones)
+            count_visits(p, p.chains.x.long())
         return info.totals()
+
+    def steps(self, p: Parts, first: int, n: int, ctx) -> dict:
+        """Loop steps ``first`` .. ``first + n - 1`` as one block (on CUDA, captured as a
+        graph): the states after each step come back stacked, and those after burn-in are
+        counted once per block (integer counts in float64: the same histogram as per step)."""
+        in_burn_in = max(0, self.burn_in - first + 1)  # the block's first steps, not counted
+        record = grid_points if in_burn_in < n else None
+        sums = self.advance_block(p, first, n, ctx, record=record)
+        if record is not None:
+            count_visits(p, sums.pop("record")[in_burn_in:].reshape(-1, 2))
+        return sums
 
     def scores(self, p: Parts) -> dict:
         emp = (p.visits / p.visits.sum()).reshape(p.exact.shape)

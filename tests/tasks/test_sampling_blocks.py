@@ -256,3 +256,24 @@ def test_a_task_declares_where_blocks_end():
     cpu = Ctx()
     cpu.device = torch.device("cpu")
     assert list(step_spans(Task(), cpu, Cadence(70, 20, 40), 0)) == [(s, s) for s in range(1, 71)]
+
+
+TOY = [
+    "experiment=acs/fig1_toy",
+    "scale=smoke",
+    "task.n_chains=6",
+    "task.n_steps=120",
+    "task.burn_in=30",  # inside the block 21..40: its first 10 steps are not counted
+    "task.log_every=20",
+    "task.checkpoint_every=40",
+]
+
+
+@pytest.mark.parametrize("sampler", ["dmala", "acs"])
+def test_multimodal_2d_blocks_equal_steps_and_resume(sampler, tmp_path, monkeypatch):
+    """The visit histogram counts the block's recorded states after burn-in: the same
+    histogram (visits in the checkpoint), scores and results as one step at a time."""
+    from ebmlab.tasks.multimodal_2d import Multimodal2D
+
+    args = [*TOY, f"sampler={sampler}"]
+    _blocks_equal_steps(args, Multimodal2D, 50, tmp_path, monkeypatch)
