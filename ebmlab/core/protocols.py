@@ -91,6 +91,19 @@ class PlannedAdaptation(Adaptation, Protocol):
 
 
 @runtime_checkable
+class UsesDataVariance(Protocol):
+    """A kernel or adaptation whose proposal uses the data's per-coordinate variance (AB-diag:
+    W_ii = 1 / (1 + var_i), AB Sec. 5.4). It declares ``uses_data_variance = True``
+    (:class:`ebmlab.samplers.base.Sampler` declares False; a part without the attribute does
+    not use it); a task that knows its data's variance hands it over with
+    ``set_data_variance`` before ``init``, whatever the sampler's type."""
+
+    uses_data_variance: bool
+
+    def set_data_variance(self, var: Tensor) -> None: ...
+
+
+@runtime_checkable
 class Learner(Protocol):
     """A training algorithm: PCD, PCD with a replay buffer, ACS-PCD, CD, ratio matching,
     GRBM modified CD. ``setup`` binds model, data and (if ``needs_sampler``) a kernel;

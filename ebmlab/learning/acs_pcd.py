@@ -25,6 +25,8 @@ class ACSPCD(PCD):
             floor, exploration steps).
     """
 
+    follows_pcd_schedule = "acs"  # what a sampler's ``pcd_schedule = "acs"`` asks of PCD
+
     def __init__(
         self,
         buffer_size: int,

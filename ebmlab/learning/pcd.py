@@ -81,6 +81,7 @@ class PCD:
     """
 
     needs_sampler = True
+    follows_pcd_schedule: str | None = None  # the sampler's pcd_schedule it follows ("acs")
 
     def __init__(
         self,

@@ -69,6 +69,7 @@ class Sampler:
     exact: bool = True  # False for unadjusted samplers (DULA, ULA)
     model_type: str | None = None  # import path of the one model class a kernel needs
     pcd_schedule: str | None = None  # a learner-side parameter schedule it brings ("acs")
+    uses_data_variance: bool = False  # takes the data's variance (core.protocols.UsesDataVariance)
 
     def init(self, model, x: Tensor) -> ChainState:
         x = x.detach()

@@ -9,8 +9,9 @@ better), plotted against steps and seconds; the final chains are shown as an ima
 Any sampler works. A warm-up planned for the run (ACS with ``tune``, Alg. 2) runs first
 (:mod:`ebmlab.tasks.chains`); its time is reported as ``tune_seconds``, included in
 ``seconds`` and in the figure's seconds axis (the logged ``seconds`` count sampling only).
-The AB diagonal variant gets the per-pixel data variance m (1 - m), W_ii = 1 / (1 + var_i),
-m = the model's base mean (the training mean clamped to [base_eps, 1 - base_eps]).
+A sampler that declares ``uses_data_variance`` (:class:`ebmlab.core.protocols.UsesDataVariance`:
+AB-diag, W_ii = 1 / (1 + var_i)) gets the per-pixel data variance m (1 - m), m = the model's
+base mean (the training mean clamped to [base_eps, 1 - base_eps]).
 """
 
 from __future__ import annotations
@@ -20,10 +21,17 @@ from dataclasses import dataclass
 from ebmlab.core.loop import Cadence, Requirement
 from ebmlab.errors import check
 from ebmlab.models.resnet_ebm import ResNetEBM
-from ebmlab.samplers.ab import ABDiag
 from ebmlab.tasks.chains import Chains, ChainTask
 from ebmlab.utils.plotting import image_grid, side_by_side
 from ebmlab.utils.trained_weights import load_trained_weights, resolve_checkpoint
+
+
+def give_data_variance(sampler, model) -> None:
+    """Hand m (1 - m), m the model's base mean, to a sampler that declares it uses the data's
+    variance (``uses_data_variance``); other samplers are left as they are."""
+    if getattr(sampler, "uses_data_variance", False):
+        m = model.base_mean
+        sampler.set_data_variance(m * (1 - m))
 
 
 @dataclass
@@ -72,9 +80,7 @@ class EBMMixing(ChainTask):
         weights = load_trained_weights(model, path, self.use_ema)
         model = model.to(ctx.device).requires_grad_(False)
         sampler = self.build_sampler(ctx)
-        if isinstance(sampler, ABDiag):
-            m = model.base_mean
-            sampler.set_data_variance(m * (1 - m))
+        give_data_variance(sampler, model)
         x0 = model.sample_base(self.n_chains, ctx.generator)
         return Parts(model, self.start_chains(ctx, model, sampler, x0), weights, {})
 

@@ -30,14 +30,12 @@ from torch import Tensor
 from ebmlab.core.loop import Cadence, LoopTask, Requirement
 from ebmlab.data.binary_images import BinaryImages
 from ebmlab.errors import check, check_at_least
-from ebmlab.learning.acs_pcd import ACSPCD
 from ebmlab.learning.pcd import PCD
 from ebmlab.learning.rbm_target import training_split
 from ebmlab.metrics.rbm_likelihood import RBMAIS, ais_base_logits
 from ebmlab.metrics.tempered_ais import mean_log_prob
 from ebmlab.models.rbm import BernoulliRBM
 from ebmlab.plotting.pcd_learning import pcd_figures
-from ebmlab.samplers.acs import ACS
 
 __all__ = ["RBMLearning", "ais_base_logits"]
 
@@ -103,10 +101,13 @@ class RBMLearning(LoopTask):
         return {"chains": 4 * chains * v * 4, "ais": self.ais_chains * (v + h) * 8 * 3}
 
     def check_config(self, cfg) -> None:
-        if issubclass(get_object(cfg.sampler._target_), ACS):
-            acs_schedule = issubclass(get_object(cfg.learner._target_), ACSPCD)
+        """A sampler that declares a PCD schedule (``pcd_schedule``: ACS's Algorithm 6) needs
+        the learner that declares it follows that schedule (``follows_pcd_schedule``)."""
+        schedule = getattr(get_object(cfg.sampler._target_), "pcd_schedule", None)
+        if schedule is not None:
+            follows = getattr(get_object(cfg.learner._target_), "follows_pcd_schedule", None)
             msg = "sampler=acs in PCD follows ACS's PCD schedule: use learner=acs_pcd"
-            check(acs_schedule, "learner", msg)
+            check(follows == schedule, "learner", msg)
 
     def build(self, ctx) -> Parts:
         data = ctx.build("dataset")

@@ -97,3 +97,40 @@ def test_ebm_mixing_resumes_exactly_after_a_kill(trained_ebm, tmp_path, kill_at)
     assert {k: v for k, v in resumed.items() if k not in timing} == {
         k: v for k, v in full.items() if k not in timing
     }
+
+
+def test_a_sampler_declaring_it_gets_the_data_variance(trained_ebm, tmp_path, monkeypatch):
+    """ebm_mixing hands m (1 - m) to any sampler that declares ``uses_data_variance`` (here
+    DMALA made to declare it), not by its class; AB-diag declares it, DMALA does not."""
+    import torch
+
+    from ebmlab.core.protocols import UsesDataVariance
+    from ebmlab.samplers.dlp import DMALA
+    from tests.helpers import from_conf
+
+    ab_diag = from_conf("sampler/ab_diag")
+    assert ab_diag.uses_data_variance and isinstance(ab_diag, UsesDataVariance)
+    assert not DMALA.uses_data_variance
+    given: list = []
+    monkeypatch.setattr(DMALA, "set_data_variance", given.append, raising=False)
+    code, err = _cli_inprocess(mixing_args(trained_ebm[0], "sampler=dmala"), tmp_path / "no")
+    assert code == 0 and given == [], err
+    monkeypatch.setattr(DMALA, "uses_data_variance", True)
+    code, err = _cli_inprocess(mixing_args(trained_ebm[0], "sampler=dmala"), tmp_path / "yes")
+    assert code == 0 and len(given) == 1, err
+    var = given[0]
+    assert var.numel() == 784 and bool(((var > 0) & (var <= 0.25)).all())
+
+    from ebmlab.tasks.ebm_mixing import give_data_variance
+
+    class Model:
+        base_mean = torch.tensor([0.5, 0.1, 0.9])
+
+    class StandIn:  # no Sampler base, no ABDiag: only the declaration
+        uses_data_variance = True
+
+        def set_data_variance(self, v):
+            given.append(v)
+
+    give_data_variance(StandIn(), Model())
+    assert torch.allclose(given[-1], torch.tensor([0.25, 0.09, 0.09]))

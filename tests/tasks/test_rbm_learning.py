@@ -137,3 +137,26 @@ def test_rbm_learning_resume_after_sigkill_is_exact(tmp_path, kill_at):
     assert {k: v for k, v in resumed.items() if k not in timing} == {
         k: v for k, v in clean.items() if k not in timing
     }
+
+
+def test_the_pcd_schedule_check_reads_the_declarations(monkeypatch):
+    """rbm_learning asks for the learner that follows a sampler's declared ``pcd_schedule``,
+    whatever the sampler's class (here DMALA declaring ACS's schedule)."""
+    from omegaconf import OmegaConf
+
+    task = from_conf("task/rbm_learning")
+
+    def cfg(sampler: str, learner: str):
+        targets = {"sampler": f"ebmlab.samplers.{sampler}", "learner": f"ebmlab.learning.{learner}"}
+        return OmegaConf.create({k: {"_target_": v} for k, v in targets.items()})
+
+    task.check_config(cfg("dlp.DMALA", "pcd.PCD"))  # no schedule declared: any PCD learner
+    with pytest.raises(ConfigError, match="use learner=acs_pcd"):
+        task.check_config(cfg("acs.ACS", "pcd.PCD"))
+    monkeypatch.setattr(DMALA, "pcd_schedule", "acs")
+    with pytest.raises(ConfigError, match="use learner=acs_pcd"):
+        task.check_config(cfg("dlp.DMALA", "pcd.PCD"))
+    task.check_config(cfg("dlp.DMALA", "acs_pcd.ACSPCD"))
+    monkeypatch.setattr(ACSPCD, "follows_pcd_schedule", None)  # the learner's declaration read
+    with pytest.raises(ConfigError, match="use learner=acs_pcd"):
+        task.check_config(cfg("dlp.DMALA", "acs_pcd.ACSPCD"))

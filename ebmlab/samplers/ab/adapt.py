@@ -562,6 +562,8 @@ class ABDiag(ABAdaptation):
     (Hessian-like) estimate. The paper grid-searches (sigma, alpha).
     """
 
+    uses_data_variance = True  # declared (ebmlab.core.protocols.UsesDataVariance)
+
     def __init__(
         self,
         sigma: float,
