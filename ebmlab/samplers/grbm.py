@@ -103,6 +103,7 @@ class _GRBMSampler(Sampler):
     adjust_step = 0
     anneal_steps = 1
     energy_scale = "none"
+    anneals_step_size = False  # declared: a step size alpha_0 a task may anneal (GRBM Sec. 4)
 
     def init(
         self, model, x: Tensor, horizon: int | None = None, adjust_step: int | None = None
@@ -173,6 +174,8 @@ class GRBMLangevin(_GRBMSampler):
     (the length of the chain, e.g. the CD steps; the schedule restarts every T steps).
     ``jump`` in StepInfo is the Euclidean distance moved.
     """
+
+    anneals_step_size = True
 
     needs_grad = True
     joint = False
@@ -252,6 +255,8 @@ class GRBMGibbsLangevin(_GRBMSampler):
     variances change. StepInfo counts the K conditional-energy gradients as ``n_grad`` and
     the hidden-logit evaluation at the proposal as one ``n_log_prob``.
     """
+
+    anneals_step_size = True
 
     needs_grad = False
     joint = True

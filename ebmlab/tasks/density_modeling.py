@@ -168,7 +168,7 @@ class DensityModeling(LoopTask):
 
     def _method(self, p: Parts, ctx) -> str:
         name, lr = ctx.choices.get("learner", ""), p.learner
-        if isinstance(lr, PCD):
+        if lr.needs_sampler:  # PCD: named by its sampler
             return f"{name} ({ctx.choices.get('sampler', '')})"
         if lr.objective != "eq3":
             name = f"{name} ({lr.objective})"

@@ -32,10 +32,7 @@ from ebmlab.learning.grbm_sampling import generate, intermediate_samples
 from ebmlab.metrics.image_fid import FeatureNetSpec, check_inception, image_fid
 from ebmlab.models.grbm import GRBM
 from ebmlab.plotting.grbm_images import filters_figure, images_figure
-from ebmlab.samplers.grbm import GRBMGibbsLangevin, GRBMLangevin
 from ebmlab.utils.plotting import curves
-
-_ANNEALABLE = (GRBMLangevin, GRBMGibbsLangevin)  # the samplers with a step size alpha_0
 
 
 @dataclass
@@ -100,7 +97,7 @@ class GRBMImages(LoopTask):
         return {"negatives": neg, "weights": 3 * d * h * 4, "fid_samples": fid}  # W, grad, new W
 
     def check_config(self, cfg) -> None:
-        annealable = issubclass(get_object(cfg.sampler._target_), _ANNEALABLE)
+        annealable = getattr(get_object(cfg.sampler._target_), "anneals_step_size", False)
         if self.anneal_step_size and not annealable:
             raise ConfigError("task.anneal_step_size", "the sampler has no step size (Gibbs)")
 
@@ -121,7 +118,7 @@ class GRBMImages(LoopTask):
         model.reset_parameters(torch.Generator().manual_seed(int(ctx.cfg.seed)))
         model.to(ctx.device)
         learner.setup(model, x_train, ctx.generator, sampler, lambda b, g: data.preprocess(b))
-        base = sampler.step_size if isinstance(sampler, _ANNEALABLE) else 0.0
+        base = sampler.step_size if getattr(sampler, "anneals_step_size", False) else 0.0
         self.cadence = Cadence(learner.n_epochs, self.eval_every, self.checkpoint_every)
         return Parts(data, model, sampler, learner, x_train.shape[0], base)
 
