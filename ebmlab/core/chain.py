@@ -105,31 +105,23 @@ class ChainRunner:
             self.state, sums = self.capture.run(block, kernel, model, self.state, n, gen, record)
             self.steps += n
             return sums
-        sums: dict[str, Tensor | int] = {}
-        records = []
-        for _ in range(n):
-            add_totals(sums, self.step())
-            if record is not None:
-                records.append(record(self.state))
-        if record is not None:
-            sums["record"] = torch.stack(records)
-        sums["steps"] = n
+        self.state, sums = _steps(self.state, n, self._step_from, record)
         return sums
+
+    def _step_from(self, state: ChainState) -> tuple[ChainState, StepInfo]:
+        """:meth:`step` from ``state`` (adapting and freezing as it does)."""
+        self.state = state
+        info = self.step()
+        return self.state, info
 
     def _block(self, state: ChainState, n: int, record=None) -> tuple[ChainState, dict]:
         """``n`` steps of the frozen kernel from ``state``: what :meth:`run` does, as the
         function a capture records (it touches nothing but its arguments and the generator)."""
-        sums: dict[str, Tensor | int] = {}
-        records = []
-        for _ in range(n):
-            state, info = self._kernel.step(self.model, state, self.generator)
-            add_totals(sums, info)
-            if record is not None:
-                records.append(record(state))
-        if record is not None:
-            sums["record"] = torch.stack(records)
-        sums["steps"] = n
-        return state, sums
+
+        def frozen_step(s: ChainState) -> tuple[ChainState, StepInfo]:
+            return self._kernel.step(self.model, s, self.generator)
+
+        return _steps(state, n, frozen_step, record)
 
     def warm_up(self) -> int:
         """Steps until the adaptation is frozen; returns how many (0 once frozen)."""
@@ -158,6 +150,22 @@ class ChainRunner:
             self._kernel = self.adaptation.frozen() if d["frozen"] else None
         if self._kernel is not None and d["kernel"] is not None:
             self._kernel.load_state_dict(d["kernel"])
+
+
+def _steps(state: ChainState, n: int, step, record=None) -> tuple[ChainState, dict]:
+    """``n`` calls of ``step(state) -> (state, info)``: the per-step scalars summed
+    (:func:`add_totals`), ``record(state)`` after each step stacked into ``"record"``."""
+    sums: dict[str, Tensor | int] = {}
+    records = []
+    for _ in range(n):
+        state, info = step(state)
+        add_totals(sums, info)
+        if record is not None:
+            records.append(record(state))
+    if record is not None:
+        sums["record"] = torch.stack(records)
+    sums["steps"] = n
+    return state, sums
 
 
 def add_totals(sums: dict, info: StepInfo) -> None:
