@@ -224,7 +224,7 @@ def _run(cfg: DictConfig, run_dir: Path, choices: dict) -> tuple[dict, str]:
             scale=str(choices.get("scale", "paper")),
             choices=choices,
         )
-        ctx.config_hash = identity["hash"]
+        ctx.config_hash = rundir.recorded_hash(run_dir)  # an old-layout run keeps its own
         code = EXIT_FAILED
         try:
             results = run_task(task, ctx)

@@ -5,8 +5,10 @@
 For each run directory below the given directories that holds ``.hydra/overrides.yaml`` and
 ``run_config.json``, the run's command-line overrides are composed with today's ``conf/``
 exactly as ``python -m ebmlab.run`` composes them, and the hash of the resolved config
-(``ebmlab.utils.rundir.identity``) is compared with the one the run recorded. Prints one line
-per run whose hash changed (with the keys that differ) and exits 1 if any did, else 0.
+(``ebmlab.utils.rundir.identity``) is compared with the hash of the config the run recorded.
+A record of the layout before the ``run:`` node (issue 44) is read in today's layout, its
+overrides too (``ebmlab.utils.config_schema``), as every reader of records does. Prints one
+line per run whose hash changed (with the keys that differ) and exits 1 if any did, else 0.
 """
 
 from __future__ import annotations
@@ -35,18 +37,21 @@ def check_run(run_dir: Path) -> list[str]:
     from omegaconf import open_dict
 
     from ebmlab.utils.config import compose_job
+    from ebmlab.utils.config_schema import upgrade, upgrade_override
     from ebmlab.utils.jsonio import read_json
-    from ebmlab.utils.rundir import _diff, identity
+    from ebmlab.utils.rundir import _diff, config_hash, identity
 
     overrides = yaml.safe_load((run_dir / ".hydra" / "overrides.yaml").read_text()) or []
     recorded = read_json(run_dir / "run_config.json", "the run's config record")
-    _, cfg = compose_job([str(o) for o in overrides])
+    config = recorded.get("config", {})
+    target = (config.get("task") or {}).get("_target_")
+    _, cfg = compose_job([upgrade_override(str(o), target) for o in overrides])
     with open_dict(cfg):
         del cfg["hydra"]  # the job config, as the task sees it (hydra: resolves from HydraConfig)
     now = identity(cfg)
-    if now["hash"] == recorded.get("hash"):
+    if now["hash"] == config_hash(upgrade(config)):
         return []
-    return _diff(recorded.get("config", {}), now["config"]) or ["<hash only>"]
+    return _diff(upgrade(config), now["config"]) or ["<hash only>"]
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -50,52 +50,52 @@ BUDGET = {"suite": 230.0, "resume": 110.0, "portable": 45.0, "bench": 100.0, "gr
 FAMILIES: dict[str, tuple[list[str], int]] = {
     "ising_sampling": (
         ["experiment=dlp/fig3_ising_sampling", "scale=smoke", "model.n_side=3", "sampler=gwg",
-         "task.n_steps=120", "task.checkpoint_every=40"], 50),
+         "run.n_steps=120", "run.checkpoint_every=40"], 50),
     "ising_learning": (
         ["experiment=dlp/fig5_ising_learning", "scale=smoke", "dataset.n_side=4",
          "dataset.n_samples=64", "dataset.gibbs_steps=2000", "learner.buffer_size=32",
-         "learner.batch_size=32", "learner.sampler_steps=3", "task.n_iters=60",
-         "task.eval_every=5", "task.checkpoint_every=20", "sampler=dmala"], 47),
+         "learner.batch_size=32", "learner.sampler_steps=3", "run.n_steps=60",
+         "run.eval_every=5", "run.checkpoint_every=20", "sampler=dmala"], 47),
     "sampler_ess": (
         ["experiment=ab/tables1to5_ess", "scale=smoke", "model.n_side=4", "sampler=dmala",
-         "task.tune_accept=0.574", "task.checkpoint_every=100", "task.n_chains=4",
-         "task.n_steps=300", "task.burn_in=100", "task.log_every=50"], 150),
+         "task.tune_accept=0.574", "run.checkpoint_every=100", "task.n_chains=4",
+         "run.n_steps=300", "task.burn_in=100", "run.eval_every=50"], 150),
     "rbm_sampling": (
         ["experiment=dlp/fig4_rbm_sampling", "scale=smoke", f"dataset.data_dir={FIX}/images",
          "model.n_hidden=8", "task.gt_steps=20", "task.gt_n_ref=20", "task.gt_n_floor=10",
-         "sampler=dmala", "task.n_chains=8", "task.n_show=0", "task.n_steps=80",
-         "task.checkpoint_every=40"], 50),
+         "sampler=dmala", "task.n_chains=8", "task.n_show=0", "run.n_steps=80",
+         "run.checkpoint_every=40"], 50),
     "rbm_learning": (
         ["experiment=acs/table1_rbm_learning", "scale=smoke", "dataset=static_mnist",
-         f"dataset.data_dir={FIX}/images", "model.n_hidden=8", "task.n_iters=20", "task.n_show=4",
+         f"dataset.data_dir={FIX}/images", "model.n_hidden=8", "run.n_steps=20", "task.n_show=4",
          "learner.buffer_size=10", "learner.batch_size=10", "task.ais_temps=200",
-         "task.eval_every=5", "task.checkpoint_every=10"], 13),
+         "run.eval_every=5", "run.checkpoint_every=10"], 13),
     "ebm_learning": (
         ["experiment=dlp/table1_ebm_learning", "scale=smoke", f"dataset.data_dir={FIX}/images",
          "model.n_channels=4", "model.n_blocks=0", "learner.buffer_size=16",
          "learner.batch_size=4", "learner.sampler_steps=1", "learner.warmup_iters=4",
-         "task.n_iters=12", "task.log_every=2", "task.checkpoint_every=4", "task.valid_every=6",
+         "run.n_steps=12", "run.eval_every=2", "run.checkpoint_every=4", "task.valid_every=6",
          "task.valid_ais_temps=8", "task.valid_ais_chains=4", "task.ais_temps=12",
          "task.ais_chains=6", "task.n_show=4"], 10),
     "multimodal_2d": (
         ["experiment=acs/fig1_toy", "scale=smoke", "sampler=acs", "task.n_chains=8",
-         "task.n_steps=60", "task.log_every=20", "task.checkpoint_every=20"], 30),
+         "run.n_steps=60", "run.eval_every=20", "run.checkpoint_every=20"], 30),
     "density_modeling": (
         ["experiment=rmwggis/table1_synthetic", "scale=smoke", "dataset.dim=16",
-         "model.hidden_dim=32", "task.n_iters=20", "learner.batch_size=32", "task.log_every=5",
-         "task.eval_every=10", "task.heatmap_every=10", "task.checkpoint_every=10",
+         "model.hidden_dim=32", "run.n_steps=20", "learner.batch_size=32", "run.eval_every=5",
+         "task.mmd_every=10", "task.heatmap_every=10", "run.checkpoint_every=10",
          "task.mmd_samples=200", "task.gibbs_sweeps=2", "task.rm_samples=100",
          "task.heatmap_resolution=20"], 15),
     "graph_generation": (
-        ["experiment=rmwggis/table2_graphs_gwg", "scale=smoke", "task.log_every=1",
-         "task.checkpoint_every=2", "task.n_samples=4", "task.gen_sweeps=1", "task.n_show=2",
+        ["experiment=rmwggis/table2_graphs_gwg", "scale=smoke", "run.eval_every=1",
+         "run.checkpoint_every=2", "task.n_samples=4", "task.gen_sweeps=1", "task.n_show=2",
          "learner.batch_size=4", "model.num_layers=2", "model.hidden_dim=8",
          "learner.buffer_size=4", "learner.sampler_steps=3", "task.buffer_reinit=0.5",
-         f"dataset.data_dir={FIX}/graphs/citeseer", "dataset.n_test=1", "task.n_iters=4"], 3),
+         f"dataset.data_dir={FIX}/graphs/citeseer", "dataset.n_test=1", "run.n_steps=4"], 3),
     "grbm_gmm": (
-        ["experiment=grbm/fig1_gmm", "scale=smoke", "learner.n_epochs=2",
-         "learner.batch_size=250", "learner.cd_steps=5", "task.eval_every=1",
-         "task.checkpoint_every=1", "task.n_samples=200", "task.grid_points=41",
+        ["experiment=grbm/fig1_gmm", "scale=smoke", "run.n_steps=2",
+         "learner.batch_size=250", "learner.cd_steps=5", "run.eval_every=1",
+         "run.checkpoint_every=1", "task.n_samples=200", "task.grid_points=41",
          "model.n_hidden=16"], 1),
 }  # fmt: skip
 PORTABLE = ("ising_sampling", "ising_learning")  # chains + flip cache; parameters + optimiser

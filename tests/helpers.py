@@ -22,8 +22,11 @@ def from_conf(option: str, **overrides):
     The YAML is the one source of hyperparameters: a test sets only what it is about (and
     the keys that interpolate other groups, such as ``n_visible: ${dataset.dim}``).
     """
-    node = OmegaConf.merge(OmegaConf.load(REPO / "conf" / f"{option}.yaml"), overrides)
-    return build(node, option.split("/")[0])
+    group = option.split("/")[0]
+    node = OmegaConf.load(REPO / "conf" / f"{option}.yaml")
+    if group in node and "_target_" not in node:  # a `# @package _global_` file (task/)
+        node = node[group]
+    return build(OmegaConf.merge(node, overrides), group)
 
 
 def run_cli(
@@ -117,3 +120,25 @@ class Counting(EnergyModel):
     def log_prob(self, x):
         self.calls += 1
         return self.inner.log_prob(x)
+
+
+def check_before_compute(args: list[str]) -> None:
+    """The checks ``python -m ebmlab.run <args>`` makes of a composed config before any compute
+    (the task's constructor, the ``run:`` node, the task's requirements and periods); raises
+    the :class:`~ebmlab.errors.ConfigError` the run would exit 2 with."""
+    from ebmlab.core.loop import check_requirements
+    from ebmlab.utils.config import compose_job
+
+    choices, cfg = compose_job(args)
+    check_requirements(build(cfg.task, "task"), cfg, choices)
+
+
+def run_toy(task, ctx) -> dict:
+    """``run_task`` of a toy task that states its cadence as ``task.cad``: the loop reads the
+    cadence from the config's ``run:`` node, so that is where it goes."""
+    from ebmlab.core.loop import run_task
+
+    c = task.cad
+    run = {"n_steps": c.n_steps, "eval_every": c.eval_every, "checkpoint_every": c.checkpoint_every}
+    ctx.cfg = OmegaConf.merge(ctx.cfg, {"run": run})
+    return run_task(task, ctx)

@@ -19,8 +19,8 @@ SAMPLING = [
     "experiment=dlp/fig3_ising_sampling",
     "scale=smoke",
     "model.n_side=3",
-    "task.n_steps=120",
-    "task.checkpoint_every=40",
+    "run.n_steps=120",
+    "run.checkpoint_every=40",
     "sampler=gwg",
 ]
 
@@ -45,16 +45,16 @@ def test_finished_run_is_reused_only_for_the_same_config(tmp_path):
     run_cli(SAMPLING, d)
     again = run_cli(SAMPLING, d)
     assert "already complete" in again.stdout
-    p = run_cli([*SAMPLING, "task.n_steps=80"], d, check=False)
-    _clean_error(p, 2, "holds a run of another configuration", "task.n_steps", "fresh=true")
-    fresh = run_cli([*SAMPLING, "task.n_steps=80", "fresh=true"], d)
+    p = run_cli([*SAMPLING, "run.n_steps=80"], d, check=False)
+    _clean_error(p, 2, "holds a run of another configuration", "run.n_steps", "fresh=true")
+    fresh = run_cli([*SAMPLING, "run.n_steps=80", "fresh=true"], d)
     assert fresh.returncode == 0 and "already complete" not in fresh.stdout
 
 
 def test_long_override_names_stay_short_and_flat(tmp_path):
     sweep = tmp_path / "sweep"
     long_list = "[" + ",".join(["0.1"] * 100) + "]"
-    run_cli([*SAMPLING, "task.n_steps=20", f"+extra_note={long_list}"], sweep, multirun=True)
+    run_cli([*SAMPLING, "run.n_steps=20", f"+extra_note={long_list}"], sweep, multirun=True)
     (job,) = [p for p in sweep.iterdir() if p.is_dir()]
     assert len(job.name) <= 200 and (job / "results.json").exists()
 
@@ -101,9 +101,9 @@ def test_divergence_names_the_checkpoint_that_exists(tmp_path):
             "dataset.n_samples=64",
             "dataset.gibbs_steps=200",
             "learner.lr=1e38",
-            "task.n_iters=30",
-            "task.checkpoint_every=10",
-            "task.eval_every=5",
+            "run.n_steps=30",
+            "run.checkpoint_every=10",
+            "run.eval_every=5",
         ],
         tmp_path / "run",
         check=False,
@@ -117,7 +117,7 @@ def test_divergence_names_the_checkpoint_that_exists(tmp_path):
 
 def test_second_writer_exits_at_once(tmp_path):
     d = tmp_path / "run"
-    args = [*SAMPLING, "task.n_steps=200000", "task.checkpoint_every=100000"]
+    args = [*SAMPLING, "run.n_steps=200000", "run.checkpoint_every=100000"]
     env = dict(os.environ, OMP_NUM_THREADS="1", EBMLAB_CACHE=str(tmp_path / "cache"))
     first = subprocess.Popen(
         [
@@ -149,7 +149,7 @@ def test_second_writer_exits_at_once(tmp_path):
 def test_sweep_survives_a_bad_job_and_exits_nonzero(tmp_path):
     sweep = tmp_path / "sweep"
     p = run_cli(
-        [*SAMPLING, "task.n_steps=20", "sampler.n_flips=1,0"], sweep, multirun=True, check=False
+        [*SAMPLING, "run.n_steps=20", "sampler.n_flips=1,0"], sweep, multirun=True, check=False
     )
     assert p.returncode == 2, p.stderr
     assert "1 of 2 jobs succeeded" in p.stderr and "FAILED (exit 2)" in p.stderr
@@ -350,7 +350,7 @@ def test_a_resumed_run_logs_each_step_once(tmp_path, kill_at):
     assert _steps(d) == _steps(ref) == list(range(10, 121, 10))
 
 
-LONG = [*SAMPLING, "task.n_steps=400000", "task.checkpoint_every=200000"]
+LONG = [*SAMPLING, "run.n_steps=400000", "run.checkpoint_every=200000"]
 
 
 def _start(args, run_dir, tmp_path, multirun=False):
@@ -400,7 +400,7 @@ def test_a_signal_stops_at_a_step_checkpoints_and_says_how_to_resume(tmp_path, s
 def test_a_stopped_run_resumes_to_identical_results(tmp_path):
     import signal
 
-    args = [*SAMPLING, "task.n_steps=3000", "task.checkpoint_every=1000"]
+    args = [*SAMPLING, "run.n_steps=3000", "run.checkpoint_every=1000"]
     ref = run_cli(args, tmp_path / "ref").results
     d = tmp_path / "run"
     p = _start(args, d, tmp_path)
@@ -425,8 +425,8 @@ def test_a_second_signal_exits_at_once_and_leaves_a_usable_directory(tmp_path):
         "dataset.n_side=4",
         "dataset.n_samples=64",
         "dataset.gibbs_steps=3000000",
-        "task.n_iters=4",
-        "task.checkpoint_every=2",
+        "run.n_steps=4",
+        "run.checkpoint_every=2",
     ]
     d = tmp_path / "run"
     p = _start(args, d, tmp_path)
@@ -479,13 +479,13 @@ def test_a_lock_whose_pid_now_belongs_to_another_process_is_stale(tmp_path):
         lock = {"pid": other.pid, "host": socket.gethostname(), "since": time.time()}
         lock.update(started=started - 1, boot=boot)  # the holder was an earlier process
         (d / ".lock").write_text(json.dumps(lock))
-        p = run_cli([*SAMPLING, "task.n_steps=20"], d, check=False)
+        p = run_cli([*SAMPLING, "run.n_steps=20"], d, check=False)
         assert p.returncode == 0, p.stderr
         assert "taking over a stale lock" in p.stderr and "is another process now" in p.stderr
         # with the real start time recorded, the same live pid holds the directory
         lock.update(started=started)
         (d / ".lock").write_text(json.dumps(lock))
-        _clean_error(run_cli([*SAMPLING, "task.n_steps=20", "fresh=true"], d, check=False), 3)
+        _clean_error(run_cli([*SAMPLING, "run.n_steps=20", "fresh=true"], d, check=False), 3)
     finally:
         other.kill()
         other.wait()
@@ -498,10 +498,10 @@ def _damage(path) -> None:
 @pytest.mark.parametrize("name", ["run_config.json", "results.json"])
 def test_a_damaged_json_file_in_a_run_directory_is_one_clear_message(tmp_path, name):
     d = tmp_path / "run"
-    run_cli([*SAMPLING, "task.n_steps=20"], d)
+    run_cli([*SAMPLING, "run.n_steps=20"], d)
     _damage(d / name)
     env = dict(os.environ, OMP_NUM_THREADS="1", EBMLAB_CACHE=str(tmp_path / "cache"))
-    args = [*SAMPLING, "task.n_steps=20", "logger=none", "progress=false", f"hydra.run.dir={d}"]
+    args = [*SAMPLING, "run.n_steps=20", "logger=none", "progress=false", f"hydra.run.dir={d}"]
     cmd = [sys.executable, "-m", "ebmlab.run", *args]
     p = subprocess.run(cmd, cwd=REPO, env=env, capture_output=True, text=True, timeout=300)
     _clean_error(p, 3, name, "is damaged", "fresh=true")
@@ -509,11 +509,11 @@ def test_a_damaged_json_file_in_a_run_directory_is_one_clear_message(tmp_path, n
 
 def test_a_hand_edited_run_config_is_detected(tmp_path):
     d = tmp_path / "run"
-    run_cli([*SAMPLING, "task.n_steps=20"], d)
+    run_cli([*SAMPLING, "run.n_steps=20"], d)
     cfg = json.loads((d / "run_config.json").read_text())
     cfg["config"]["seed"] = 7  # edited, hash left as it was
     (d / "run_config.json").write_text(json.dumps(cfg))
-    _clean_error(run_cli([*SAMPLING, "task.n_steps=20"], d, check=False), 3, "run_config.json")
+    _clean_error(run_cli([*SAMPLING, "run.n_steps=20"], d, check=False), 3, "run_config.json")
 
 
 def test_a_run_resumed_under_a_swapped_run_config_is_refused(tmp_path):
@@ -521,16 +521,16 @@ def test_a_run_resumed_under_a_swapped_run_config_is_refused(tmp_path):
     the checkpoint was written under the first config, so the run is refused."""
     d, other = tmp_path / "run", tmp_path / "other"
     run_cli(SAMPLING, d, env={"EBMLAB_FAULT_KILL_AT_STEP": "60"}, check=False)
-    run_cli([*SAMPLING, "seed=5", "task.n_steps=20"], other)
+    run_cli([*SAMPLING, "seed=5", "run.n_steps=20"], other)
     (d / "run_config.json").write_bytes((other / "run_config.json").read_bytes())
-    p = run_cli([*SAMPLING, "seed=5", "task.n_steps=20"], d, check=False)
+    p = run_cli([*SAMPLING, "seed=5", "run.n_steps=20"], d, check=False)
     _clean_error(p, 3, "does not match the run's checkpoint", "fresh=true")
     assert not (d / "results.json").exists()
 
 
 def test_a_refused_command_changes_nothing_in_the_directory(tmp_path):
     d = tmp_path / "run"
-    run_cli([*SAMPLING, "task.n_steps=20"], d)
+    run_cli([*SAMPLING, "run.n_steps=20"], d)
     assert (d / ".hydra" / "overrides.yaml").exists() and (d / ".hydra" / "hydra.yaml").exists()
 
     def snapshot():
@@ -541,14 +541,14 @@ def test_a_refused_command_changes_nothing_in_the_directory(tmp_path):
         }
 
     before = snapshot()
-    p = run_cli([*SAMPLING, "task.n_steps=20", "sampler=gibbs"], d, check=False)
+    p = run_cli([*SAMPLING, "run.n_steps=20", "sampler=gibbs"], d, check=False)
     _clean_error(p, 2, "another configuration")
     assert snapshot() == before
 
 
 def test_a_refused_sweep_job_leaves_its_directory_alone(tmp_path):
     sweep = tmp_path / "sweep"
-    run_cli([*SAMPLING, "task.n_steps=20", "seed=0"], sweep, multirun=True)
+    run_cli([*SAMPLING, "run.n_steps=20", "seed=0"], sweep, multirun=True)
     (job,) = [p for p in sweep.iterdir() if p.is_dir()]
     status = (job / "status.json").read_bytes()
     cfg = json.loads((job / "run_config.json").read_text())
@@ -558,7 +558,7 @@ def test_a_refused_sweep_job_leaves_its_directory_alone(tmp_path):
     cfg["hash"] = _hash(cfg["config"])
     (job / "run_config.json").write_text(json.dumps(cfg))
     (job / "results.json").unlink()
-    p = run_cli([*SAMPLING, "task.n_steps=20", "seed=0"], sweep, multirun=True, check=False)
+    p = run_cli([*SAMPLING, "run.n_steps=20", "seed=0"], sweep, multirun=True, check=False)
     assert p.returncode == 2 and "another configuration" in p.stderr
     assert (job / "status.json").read_bytes() == status
 
@@ -589,7 +589,7 @@ def test_report_commands_name_a_damaged_file(tmp_path, name):
     root = tmp_path / "outputs"
     exp = "dlp/fig3_ising_sampling"
     sweep = root / "multirun" / exp / "smoke"
-    args = [*SAMPLING, "task.n_steps=40", "task.checkpoint_every=20"]
+    args = [*SAMPLING, "run.n_steps=40", "run.checkpoint_every=20"]
     run_cli(args, sweep / "finished")
     (sweep / "finished" / "status.json").write_text(json.dumps({"exit_code": 0, "message": "ok"}))
     run_cli(args, sweep / "unfinished", env={"EBMLAB_FAULT_KILL_AT_STEP": "20"}, check=False)
@@ -692,9 +692,9 @@ def test_sizes_that_overflowed_torch_exit_2_with_the_estimate(tmp_path, args):
 DENSITY = [
     "experiment=rmwggis/table1_synthetic",
     "scale=smoke",
-    "task.n_iters=40",
-    "task.log_every=10",
-    "task.checkpoint_every=20",
+    "run.n_steps=40",
+    "run.eval_every=10",
+    "run.checkpoint_every=20",
     "task.mmd_samples=100",
     "task.rm_samples=100",
     "task.heatmap_every=0",

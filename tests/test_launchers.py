@@ -25,8 +25,8 @@ TINY_SAMPLING = [
     "experiment=dlp/fig3_ising_sampling",
     "scale=smoke",
     "sampler=gwg",
-    "task.n_steps=20",
-    "task.eval_every=10",
+    "run.n_steps=20",
+    "run.eval_every=10",
 ]
 TIME_KEYS = {"seconds", "ess_per_second"}  # wall-clock numbers differ between any two runs
 
@@ -71,9 +71,9 @@ def test_usr2_stops_at_a_step_boundary_and_the_requeued_job_resumes_to_the_same_
     restarts it), and the requeued job resumes to the numbers of an uninterrupted run."""
     args = [
         *TINY_SAMPLING[:3],
-        "task.n_steps=4000",
-        "task.eval_every=100",
-        "task.checkpoint_every=100000",  # no periodic checkpoint: only the stop writes one
+        "run.n_steps=4000",
+        "run.eval_every=100",
+        "run.checkpoint_every=100000",  # no periodic checkpoint: only the stop writes one
     ]
     sweep = tmp_path / "sweep"
     env = {**os.environ, "EBMLAB_CACHE": str(tmp_path / "cache"), "OMP_NUM_THREADS": "1"}

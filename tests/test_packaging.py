@@ -124,7 +124,7 @@ def test_user_config_folder_adds_a_sampler(tmp_path):
     (tmp_path / "my_conf" / "sampler").mkdir(parents=True)
     (tmp_path / "my_conf" / "sampler" / "my_dmala.yaml").write_text(USER_SAMPLER)
     args = ["sampler=my_dmala", "hydra.searchpath=[file://my_conf]", "scale=smoke"]
-    args += ["task.n_iters=2"]
+    args += ["run.n_steps=2"]
     p = run_cli(args, tmp_path / "out", cwd=tmp_path, timeout=300)
     assert "Warning" not in p.stderr, p.stderr  # no noise on a normal run
     ran = json.loads((tmp_path / "out" / "run_config.json").read_text())["config"]
@@ -148,7 +148,7 @@ def test_options_in_a_searchpath_folder_pass_the_precheck(tmp_path, monkeypatch,
 @pytest.mark.parametrize(
     ("argv", "key", "hint"),
     [
-        (["task.n_iter=5"], "task.n_iter", "did you mean task.n_iters?"),
+        (["task.n_iter=5"], "task.n_iter", "did you mean run.n_steps?"),
         (["sampler=dmala", "sampler.stepsize=0.3"], "sampler.stepsize", "sampler.step_size"),
         (["-m", "seed=0,1", "sedd=1"], "sedd", "did you mean seed?"),
     ],

@@ -28,7 +28,7 @@ TINY_LEARNING = [
 
 
 def test_ising_learning_end_to_end(tmp_path):
-    p = run_cli([*TINY_LEARNING, "task.n_iters=40", "task.eval_every=10"], tmp_path / "run")
+    p = run_cli([*TINY_LEARNING, "run.n_steps=40", "run.eval_every=10"], tmp_path / "run")
     r = p.results
     assert r["n_iters"] == 40 and r["rmse"] > 0 and r["time_per_iter"] > 0
     assert (tmp_path / "run" / "checkpoints" / "last.pt").exists()
@@ -48,8 +48,8 @@ def test_learning_recovers_couplings(tmp_path):
         "dataset.n_samples=1000",
         "dataset.gibbs_steps=20000",
         "sampler=dmala",
-        "task.n_iters=300",
-        "task.eval_every=300",
+        "run.n_steps=300",
+        "run.eval_every=300",
         "learner.l1=0.0",
     ]
     r = run_cli(args, tmp_path / "run").results
@@ -63,7 +63,7 @@ def test_ising_sampling_end_to_end(tmp_path):
             "experiment=dlp/fig3_ising_sampling",
             "scale=smoke",
             "model.n_side=3",
-            "task.n_steps=300",
+            "run.n_steps=300",
             "sampler=dmala",
             "sampler.step_size=0.4",
         ],
@@ -78,7 +78,7 @@ def test_ising_sampling_end_to_end(tmp_path):
 
 
 def test_rerun_of_finished_run_is_a_no_op(tmp_path):
-    args = [*TINY_LEARNING, "task.n_iters=10", "task.eval_every=5"]
+    args = [*TINY_LEARNING, "run.n_steps=10", "run.eval_every=5"]
     first = run_cli(args, tmp_path / "run").results
     again = run_cli(args, tmp_path / "run")
     assert "already complete" in again.stdout and again.results == first
@@ -89,9 +89,9 @@ def test_resume_after_sigkill_gives_identical_results(tmp_path, task):
     if task == "learning":
         args = [
             *TINY_LEARNING,
-            "task.n_iters=60",
-            "task.eval_every=5",
-            "task.checkpoint_every=20",
+            "run.n_steps=60",
+            "run.eval_every=5",
+            "run.checkpoint_every=20",
             "sampler=dmala",
         ]
         kill_at = 47
@@ -100,8 +100,8 @@ def test_resume_after_sigkill_gives_identical_results(tmp_path, task):
             "experiment=dlp/fig3_ising_sampling",
             "scale=smoke",
             "model.n_side=3",
-            "task.n_steps=200",
-            "task.checkpoint_every=50",
+            "run.n_steps=200",
+            "run.checkpoint_every=50",
             "sampler=gwg",
         ]
         kill_at = 130
@@ -127,7 +127,7 @@ BAD = [
     (["dataset.n_side=1"], "dataset.n_side"),
     (["sampler=nosuchsampler"], "sampler=nosuchsampler"),
     (["model.dim=50"], "model.dim"),
-    (["task.n_iters=abc"], "task.n_iters"),
+    (["run.n_steps=abc"], "run.n_steps"),
     (["device=tpu"], "device"),
     (["sampler.no_such_key=1"], "no_such_key"),
     (["learner.buffer_init=gaussian"], "learner.buffer_init"),
@@ -169,8 +169,8 @@ def test_wandb_offline_run_is_listed_by_wandb_sync(tmp_path):
             "-m",
             "ebmlab.run",
             *TINY_LEARNING,
-            "task.n_iters=10",
-            "task.eval_every=5",
+            "run.n_steps=10",
+            "run.eval_every=5",
             "logger=wandb",
             "progress=false",
             f"hydra.run.dir={run_dir}",
@@ -202,8 +202,8 @@ def test_local_submitit_sweep_runs_every_job_and_resumes(tmp_path):
     sweep = tmp_path / "sweep"
     args = [
         *TINY_LEARNING,
-        "task.n_iters=6",
-        "task.eval_every=3",
+        "run.n_steps=6",
+        "run.eval_every=3",
         "hydra/launcher=local",
         "sampler=gwg,dmala",
     ]
@@ -251,8 +251,8 @@ def test_ising_learning_with_ratio_matching_learner(tmp_path):
         "dataset.n_samples=64",
         "dataset.gibbs_steps=2000",
         "learner=rmwggis",
-        "task.n_iters=20",
-        "task.eval_every=10",
+        "run.n_steps=20",
+        "run.eval_every=10",
     ]
     r = run_cli(args, tmp_path / "run").results
     assert r["n_iters"] == 20 and math.isfinite(r["log_rmse"])
@@ -265,7 +265,7 @@ def test_a_run_without_experiment_prints_no_warning(tmp_path):
     """The run directory's name interpolates ${hydra:runtime.choices.task}; checking it before
     Hydra had set its config raised a five-line UserWarning (and skipped the check)."""
     args = ["task=ising_sampling", "model=ising_lattice", "sampler=gwg", "scale=smoke"]
-    args += ["task.n_steps=5", "model.n_side=3"]
+    args += ["run.n_steps=5", "model.n_side=3"]
     p = run_cli(args, None, cache=tmp_path / "cache", cwd=tmp_path, timeout=300)
     assert "Warning" not in p.stderr, p.stderr
     assert list((tmp_path / "outputs" / "runs" / "ising_sampling" / "smoke").iterdir())

@@ -1,11 +1,12 @@
 """THE run loop: every task runs through :func:`run_task`.
 
+    task.cadence = Cadence.from_config(cfg.run)      # run.n_steps / eval_every / checkpoint_every
     parts = task.build(ctx)                          # validate + build, before compute
     resume from checkpoints/last.pt if present       # task state, history, totals, RNG, clock
-    for step in start+1 .. n_steps:
+    for step in start+1 .. run.n_steps:
         scalars = task.step(parts, step, ctx)        # summed on the device (no host sync)
-        every eval_every:        metrics = task.evaluate(...)  -> finite? -> history, log
-        every checkpoint_every:  state finite? -> atomic checkpoint (always at the last step)
+        every run.eval_every:        metrics = task.evaluate(...)  -> finite? -> history, log
+        every run.checkpoint_every:  state finite? -> atomic checkpoint (always at the last step)
         progress bar, fault hook
         a stop signal (SIGTERM, Ctrl-C)? -> checkpoint this step, raise RunStopped
     results = task.finish(parts, history, ctx)       # only from checkpointed state
@@ -33,11 +34,11 @@ A task declares, and the loop does the rest (see :class:`LoopTask`)::
         checkpoint_keys = ("model", "learner", "best")  # Parts fields in the checkpoint
         reports_sampler_cost = True                # results get SAMPLER_COST from the totals
 
-        def __init__(self, n_iters: int, eval_every: int, checkpoint_every: int):
-            self.cadence = Cadence(n_iters, eval_every, checkpoint_every)
-
-``cadence`` may instead be set in ``build`` (a length a part holds, like a learner's epochs);
-a task that still defines a ``cadence(parts)`` method is called as before.
+A task takes no length or cadence: every run's config has ``run: {n_steps, eval_every,
+checkpoint_every}`` (conf/config.yaml; each conf/task/ file sets its defaults), and the loop
+hands the task its :class:`Cadence` as ``task.cadence`` before ``build`` (read it there and
+after; validate what depends on it in ``check_config(cfg)`` from ``cfg.run``). A part that
+needs the length gets it from the config by interpolation (``n_epochs: ${run.n_steps}``).
 """
 
 from __future__ import annotations
@@ -77,7 +78,18 @@ class Cadence:
         for key in ("n_steps", "eval_every", "checkpoint_every"):
             v = getattr(self, key)
             if not isinstance(v, int) or isinstance(v, bool) or v < 1:
-                raise ConfigError(f"task.{key}", f"must be an integer >= 1 (got {v!r})")
+                raise ConfigError(f"run.{key}", f"must be an integer >= 1 (got {v!r})")
+
+    @classmethod
+    def from_config(cls, run) -> Cadence:
+        """The cadence of a run's ``run:`` node (a mapping with the three keys)."""
+        if run is None or not hasattr(run, "get"):
+            raise ConfigError("run", "the config has no run: node (n_steps, eval_every, ...)")
+        keys = ("n_steps", "eval_every", "checkpoint_every")
+        missing = [k for k in keys if run.get(k) is None]
+        if missing:
+            raise ConfigError(f"run.{missing[0]}", "must be set (an integer >= 1)")
+        return cls(*(run.get(k) for k in keys))
 
     def evaluates(self, step: int) -> bool:
         return step % self.eval_every == 0 or step == self.n_steps
@@ -183,7 +195,14 @@ class Requirement:
 
 def check_requirements(task, cfg: DictConfig, choices: dict) -> None:
     """Raise one :class:`ConfigError` for the first requirement the config does not meet:
-    ``task.requires`` (group -> :class:`Requirement`), then ``task.check_config(cfg)``."""
+    the ``run:`` node (:meth:`Cadence.from_config`), ``task.requires`` (group ->
+    :class:`Requirement`), then ``task.check_config(cfg)``."""
+    cadence = Cadence.from_config(cfg.get("run"))
+    for key in task.periods:
+        every = cfg.task.get(key)
+        if not (isinstance(every, int) and every >= 0 and every % cadence.eval_every == 0):
+            msg = f"must be 0 or a multiple of run.eval_every={cadence.eval_every} (got {every!r})"
+            raise ConfigError(f"task.{key}", msg)
     name = choices.get("task") or type(task).__name__
     for group, need in task.requires.items():
         node = cfg.get(group)
@@ -279,24 +298,28 @@ def _with_sampler_cost(task, results: dict, totals: Totals) -> dict:
 class LoopTask:
     """Base class with the optional callbacks of :class:`~ebmlab.core.protocols.Task`.
 
-    A subclass implements ``build``, ``step``, ``evaluate`` and ``finish`` and sets
-    ``cadence`` (a :class:`Cadence`, in ``__init__`` or ``build``); it declares
+    A subclass implements ``build``, ``step``, ``evaluate`` and ``finish``; the loop sets
+    ``cadence`` (a :class:`Cadence` from the config's ``run:``) before ``build``; it declares
 
     - ``requires``: config group -> :class:`Requirement`, checked by :func:`check_requirements`
       before the run directory is taken (``check_config(cfg)`` for what a table cannot say);
     - ``checkpoint_keys``: the fields of its parts a checkpoint holds, saved and restored by the
       default ``state_dict`` / ``load_state_dict`` (:func:`saved_part`, :func:`restored_part`);
-    - ``reports_sampler_cost``: the loop appends :data:`SAMPLER_COST` to its results.
+    - ``reports_sampler_cost``: the loop appends :data:`SAMPLER_COST` to its results;
+    - ``periods``: its task keys of heavier evaluations done at some loop evaluations (e.g.
+      ``mmd_every``), each checked by :func:`check_requirements` to be 0 (only at the end) or
+      a multiple of ``run.eval_every``.
 
     The defaults cover a task without per-step state or special divergence handling.
     """
 
     main_metric: str = ""
     progress_desc: str = ""
-    cadence: Cadence  # how many steps, how often to evaluate and checkpoint
+    cadence: Cadence  # run.*: steps, how often to evaluate and checkpoint (set by the loop)
     requires: dict[str, Requirement] = {}
     checkpoint_keys: tuple[str, ...] = ()
     reports_sampler_cost: bool = False
+    periods: tuple[str, ...] = ()  # task keys: 0 or a multiple of run.eval_every
 
     def memory_estimate(self, cfg) -> dict[str, int]:
         """Bytes of the largest tensors this config will allocate, by name, computed from the
@@ -304,7 +327,9 @@ class LoopTask:
         return {}
 
     def check_config(self, cfg) -> None:  # noqa: B027 - optional hook
-        """Requirements across config groups that ``requires`` cannot state; ConfigError."""
+        """Requirements across config groups that ``requires`` cannot state (and those on
+        ``cfg.run``, e.g. a task period that must be a multiple of ``run.eval_every``);
+        ConfigError."""
 
     def state_dict(self, parts) -> dict:
         return {k: saved_part(getattr(parts, k)) for k in self.checkpoint_keys}
@@ -446,10 +471,8 @@ def run_task(task, ctx) -> dict:
     """Build, resume, loop, finish. Returns the results (all finite) for ``results.json``;
     warnings about finite but suspect numbers (:mod:`ebmlab.core.health`) go to ``ctx.warnings``."""
     health = Health.from_config(ctx.cfg.get("health"))
+    cadence = task.cadence = Cadence.from_config(ctx.cfg.get("run"))  # before build reads it
     parts = task.build(ctx)
-    cadence = task.cadence
-    if not isinstance(cadence, Cadence):  # a task that still computes it from its parts
-        cadence = task.cadence(parts)
     history = History()
     totals = Totals(ctx.device)
     ctx.totals = totals  # finish() reads the run's totals from the context

@@ -38,7 +38,7 @@ A run may carry ``variant_keys`` (set by the report: keys some claim selects on 
 experiment does not sweep, e.g. ``learner.objective``); a run that overrides one of them
 matches only selectors that name it, so a run of a variant (the Hyvarinen objective) never
 counts as a run of the paper's method ({learner: rmwggis}). Other extra overrides (a declared
-shorter ``task.n_steps``) do not stop a match, but runs at the paper's settings replace such
+shorter ``run.n_steps``) do not stop a match, but runs at the paper's settings replace such
 runs, and runs at two declared settings are never pooled (the claim is then 'not run'). An
 ordering or ratio whose sides ran at different settings (a 20,000-iteration run against a
 2,000-iteration one) is judged, and its verdict says what each side ran at.
@@ -211,7 +211,7 @@ class MixedSettings(ValueError):
 def declared(run: dict, selector: dict) -> tuple[tuple[str, str], ...]:
     """The run's command-line settings that neither the selector, nor its experiment's sweep
     (``run["sweep_keys"]``, set by the report), nor the seed account for: a declared
-    deviation such as a shorter ``task.n_iters``; () for a run at the paper's settings."""
+    deviation such as a shorter ``run.n_steps``; () for a run at the paper's settings."""
     skip = {*selector, *run.get("sweep_keys", ())}
     return tuple(
         sorted(
@@ -448,7 +448,7 @@ def judge(claim: dict, runs: list[dict]) -> Verdict:
     """The verdict of one claim given the finished runs of its experiment. A claim that
     ``needs`` something ebmlab lacks, or is measured outside the runner (``run_by``), is
     'not run' with that reason when no run matches. A claim with ``min_run`` (e.g.
-    ``{learner.n_epochs: 5000}``) ignores runs shorter than that, and says so when only such
+    ``{run.n_steps: 5000}``) ignores runs shorter than that, and says so when only such
     runs were there. A verdict resting on fewer seeds than the claim's ``seeds`` says so.
     ``at: {seconds: 1400}`` judges the metric as logged at that point of each run
     (:func:`at_logged`); ``excluded: <reason>`` keeps a measured claim out of the counts (its

@@ -107,7 +107,7 @@ def claim_runs(claim: dict, runs_by_exp: dict[str, list[dict]]) -> list[dict]:
 
 def off_protocol(claims: list[dict], runs_by_exp: dict[str, list[dict]]) -> dict[str, Counter]:
     """Experiment -> Counter of the command-line settings its runs used that no claim selects
-    and that are not the seed (e.g. ``task.n_steps=20000`` for a declared shorter run), so a
+    and that are not the seed (e.g. ``run.n_steps=20000`` for a declared shorter run), so a
     report never presents a shortened run as the paper's protocol."""
     chosen = {k for c in claims for s in selectors(c) for k in s}
     out: dict[str, Counter] = {}

@@ -4,6 +4,10 @@ A run is a directory holding ``results.json``. Its settings are read, in order, 
 sweep overrides (``.hydra/overrides.yaml``), the config-group choices recorded in
 ``results.json``, and the resolved config (``run_config.json``; else ``.hydra/config.yaml``),
 so a table can group runs by any key. A run counts once wherever it lives (:func:`unique_runs`).
+A run recorded before the ``run:`` node (issue 44) is read in today's layout, its config and
+its overrides (:mod:`ebmlab.utils.config_schema`): ``task.n_iters=2000`` reads
+``run.n_steps=2000``, so claims and wanted runs select it by today's keys. Nothing on disk
+changes.
 """
 
 from __future__ import annotations
@@ -16,6 +20,7 @@ from pathlib import Path
 import yaml
 
 from ebmlab.utils.config import run_choices
+from ebmlab.utils.config_schema import upgrade, upgrade_overrides
 from ebmlab.utils.jsonio import corrupt, read_json
 from ebmlab.utils.logging import read_metrics
 from ebmlab.utils.rundir import (
@@ -28,7 +33,14 @@ from ebmlab.utils.rundir import (
 MISSING = "-"
 
 
-def _overrides(run_dir: Path) -> dict[str, str]:
+def _target(config: dict) -> str | None:
+    task = config.get("task") if isinstance(config, dict) else None
+    return task.get("_target_") if isinstance(task, dict) else None
+
+
+def _overrides(run_dir: Path, config: dict | None = None) -> dict[str, str]:
+    """The run's command-line overrides (key -> value), in today's keys for the task of
+    ``config`` (the run's recorded config, as read; default: read here)."""
     f = run_dir / ".hydra" / "overrides.yaml"
     out = {}
     if f.exists():
@@ -36,12 +48,14 @@ def _overrides(run_dir: Path) -> dict[str, str]:
             if "=" in item:
                 k, v = item.split("=", 1)
                 out[k.lstrip("+~")] = v
-    return out
+    config = _recorded_config(run_dir) if config is None else config
+    return upgrade_overrides(out, _target(config))
 
 
-def _config(run_dir: Path) -> dict:
-    """What the run ran: ``run_config.json``, checked against the config hash its results (or,
-    unfinished, its last checkpoint's progress) were computed with, where they record it."""
+def _recorded_config(run_dir: Path) -> dict:
+    """What the run ran, as recorded: ``run_config.json``, checked against the config hash its
+    results (or, unfinished, its last checkpoint's progress) were computed with, where they
+    record it; else ``.hydra/config.yaml``."""
     resolved = run_dir / "run_config.json"
     if resolved.exists():
         what = "the run's configuration"
@@ -54,6 +68,21 @@ def _config(run_dir: Path) -> dict:
         return config
     composed = run_dir / ".hydra" / "config.yaml"
     return (yaml.safe_load(composed.read_text()) or {}) if composed.exists() else {}
+
+
+def _config(run_dir: Path) -> dict:
+    """What the run ran (:func:`_recorded_config`), in today's layout."""
+    return upgrade(_recorded_config(run_dir))
+
+
+def _settings(run_dir: Path, dirname: bool = False) -> tuple[dict, dict[str, str]]:
+    """(config, overrides) of a run, both in today's layout; with ``dirname``, the overrides
+    its directory name is made of where it recorded none (a sweep job that failed early)."""
+    recorded = _recorded_config(run_dir)
+    overrides = _overrides(run_dir, recorded)
+    if dirname and not overrides:
+        overrides = upgrade_overrides(_dirname_overrides(run_dir), _target(recorded))
+    return upgrade(recorded), overrides
 
 
 def _hydra_choices(run_dir: Path) -> dict[str, str]:
@@ -75,12 +104,13 @@ def collect(sweep_dir: Path) -> list[dict]:
     for res in sorted(Path(sweep_dir).rglob("results.json")):
         data = read_json(res, "the run's results")
         run_dir = res.parent
+        config, overrides = _settings(run_dir)
         runs.append(
             {
                 "run_dir": run_dir,
-                "overrides": _overrides(run_dir),
+                "overrides": overrides,
                 "choices": data.get("choices", {}),
-                "config": _config(run_dir),
+                "config": config,
                 "metrics": data["metrics"],
                 "scale": data.get("scale"),
                 "hardware": data.get("hardware"),
@@ -139,12 +169,13 @@ def collect_failed(sweep_dir: Path) -> list[dict]:
         status = read_json(st, "the job's status")
         if status.get("exit_code", 0) == 0 or (run_dir / "results.json").exists():
             continue
+        config, overrides = _settings(run_dir, dirname=True)
         runs.append(
             {
                 "run_dir": run_dir,
-                "overrides": _overrides(run_dir) or _dirname_overrides(run_dir),
+                "overrides": overrides,
                 "choices": status.get("choices", {}),
-                "config": _config(run_dir),
+                "config": config,
                 "metrics": {},
                 "failed": str(status.get("message", "")),
             }
@@ -192,12 +223,13 @@ def collect_unfinished(sweep_dir: Path) -> list[dict]:
             status.exists() and read_json(status, "the job's status").get("exit_code", 0) != 0
         ):
             continue
+        config, overrides = _settings(run_dir, dirname=True)
         runs.append(
             {
                 "run_dir": run_dir,
-                "overrides": _overrides(run_dir) or _dirname_overrides(run_dir),
+                "overrides": overrides,
                 "choices": _hydra_choices(run_dir),
-                "config": _config(run_dir),
+                "config": config,
                 "metrics": {},
                 "unfinished": _progress(run_dir),
             }

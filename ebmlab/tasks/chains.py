@@ -64,8 +64,8 @@ class Chains:
 
 
 class ChainTask(LoopTask):
-    """A LoopTask on one set of chains (``parts.chains``); ``self.cadence`` is set in
-    ``__init__``. Subclasses call :meth:`build_sampler` early in ``build`` (its budget
+    """A LoopTask on one set of chains (``parts.chains``); the loop sets ``self.cadence``
+    (``run:``) before ``build``. Subclasses call :meth:`build_sampler` early in ``build`` (its budget
     check comes before any compute), :meth:`start_chains` once the model and start are
     known, and :meth:`advance` in ``step``."""
 

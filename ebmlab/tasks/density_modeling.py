@@ -4,8 +4,8 @@ Fig. 1, 2, 4).
 An energy (model=mlp_energy) learns a toy density encoded as d bits (dataset=synthetic_2d)
 by ratio matching (learner=rm | rmwggis | rmwrand) or by PCD with a sampler (learner=pcd).
 One loop step is one learner ``update`` on ``learner.batch_size`` FRESH data points (the
-data are a stream). Training scalars are logged every ``log_every`` steps; every
-``eval_every`` steps and at the end: ``mmd`` (Table 1), the unbiased MMD^2 (linear kernel
+data are a stream). Training scalars are logged every ``run.eval_every`` steps; every
+``mmd_every`` steps and at the end: ``mmd`` (Table 1), the unbiased MMD^2 (linear kernel
 d - Hamming) between ``mmd_samples`` model samples (``gibbs_sweeps`` Gibbs sweeps from
 uniform bits) and as many fresh true samples; ``rm_objective`` (Table 4), the full Eq. (3)
 on ``rm_samples`` fresh points. Either is left out of the results when its size is 0 (the
@@ -25,7 +25,7 @@ from omegaconf import OmegaConf
 from torch import Tensor
 
 from ebmlab.core.chain import ChainRunner
-from ebmlab.core.loop import Cadence, LoopTask, Requirement
+from ebmlab.core.loop import LoopTask, Requirement
 from ebmlab.data.synthetic_2d import Synthetic2D
 from ebmlab.errors import check, check_at_least
 from ebmlab.learning.pcd import PCD
@@ -77,11 +77,9 @@ class DensityModeling(LoopTask):
         "learner": Requirement(LEARNERS, "a ratio matching learner (rm, rmwggis, rmwrand) or pcd"),
     }
     checkpoint_keys = ("model", "learner", "snaps", "data_gen", "last", "final")
-    n_iters: int
-    log_every: int
-    eval_every: int
+    periods = ("mmd_every",)
+    mmd_every: int
     heatmap_every: int
-    checkpoint_every: int
     mmd_samples: int
     gibbs_sweeps: int
     rm_samples: int
@@ -89,9 +87,6 @@ class DensityModeling(LoopTask):
     heatmap_bound: float
 
     def __post_init__(self):
-        self.cadence = Cadence(self.n_iters, self.log_every, self.checkpoint_every)
-        msg = f"must be 0 (only at the end) or a multiple of log_every={self.log_every}"
-        check(self.eval_every >= 0 and self.eval_every % self.log_every == 0, "eval_every", msg)
         bounds = (("heatmap_every rm_samples", 0), ("gibbs_sweeps", 1), ("heatmap_resolution", 2))
         check_at_least(vars(self), bounds)
         msg = f"must be 0 (skip the MMD) or >= 2 (got {self.mmd_samples})"
@@ -147,7 +142,7 @@ class DensityModeling(LoopTask):
 
     def evaluate(self, p: Parts, step: int, ctx) -> dict:
         out, g, dev, last = {}, ctx.generator, ctx.device, step == self.cadence.n_steps
-        due = last or (self.eval_every > 0 and step % self.eval_every == 0)
+        due = last or (self.mmd_every > 0 and step % self.mmd_every == 0)
         if due and self.mmd_samples:
             x0 = (torch.rand(self.mmd_samples, p.data.dim, generator=g, device=dev) < 0.5).float()
             samples = gibbs_samples(p.model, x0, self.gibbs_sweeps, g)

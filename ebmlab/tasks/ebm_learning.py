@@ -20,7 +20,7 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor
 
-from ebmlab.core.loop import Cadence, LoopTask, Requirement
+from ebmlab.core.loop import LoopTask, Requirement
 from ebmlab.data.binary_images import BinaryImages, binarize_batch
 from ebmlab.errors import check, check_at_least
 from ebmlab.learning.pcd_buffer import PCDBuffer
@@ -60,12 +60,10 @@ class EBMLearning(LoopTask):
     }
     checkpoint_keys = ("model", "learner", "best")
     reports_sampler_cost = True
+    periods = ("valid_every",)
 
     def __init__(
         self,
-        n_iters: int,
-        log_every: int,
-        checkpoint_every: int,
         valid_every: int,
         valid_ais_temps: int,
         valid_ais_chains: int,
@@ -84,17 +82,15 @@ class EBMLearning(LoopTask):
         check_at_least(
             locals(),
             (
-                ("n_iters log_every checkpoint_every eval_chunk valid_ais_chains ais_chains", 1),
+                ("eval_chunk valid_ais_chains ais_chains", 1),
                 ("valid_ais_temps ais_temps", 2),
                 ("valid_every valid_n test_n n_show", 0),
             ),
         )
-        check(valid_every % log_every == 0, "valid_every", "must be a multiple of log_every")
         check(ais_sampler in ("gwg", "dmala"), "ais_sampler", f"gwg or dmala (got {ais_sampler!r})")
         check(ais_step_size > 0, "ais_step_size", f"must be > 0 (got {ais_step_size})")
         check(final_model in ("best", "last"), "final_model", f"best or last ({final_model!r})")
         check(on_divergence in ("evaluate_best", "stop"), "on_divergence", "evaluate_best or stop")
-        self.cadence = Cadence(n_iters, log_every, checkpoint_every)
         self.valid_every, self.valid_n, self.test_n = valid_every, valid_n, test_n
         self.valid_ais = (valid_ais_temps, valid_ais_chains)
         self.test_ais = (ais_temps, ais_chains)

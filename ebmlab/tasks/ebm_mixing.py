@@ -2,8 +2,8 @@
 
 From a trained ResNet EBM (``checkpoint``: a checkpoint file or a ``task=ebm_learning`` run
 directory; EMA weights when ``use_ema``), ``n_chains`` chains start from the Bernoulli(data
-mean) base and run ``n_steps`` steps of the configured sampler (one loop step each). Every
-``log_every`` steps the mean unnormalised log-density over chains is recorded (higher is
+mean) base and run ``run.n_steps`` steps of the configured sampler (one loop step each). Every
+``run.eval_every`` steps the mean unnormalised log-density over chains is recorded (higher is
 better), plotted against steps and seconds; the final chains are shown as an image grid.
 
 Any sampler works. A warm-up planned for the run (ACS with ``tune``, Alg. 2) runs first
@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ebmlab.core.loop import Cadence, Requirement
+from ebmlab.core.loop import Requirement
 from ebmlab.errors import check
 from ebmlab.models.resnet_ebm import ResNetEBM
 from ebmlab.tasks.chains import Chains, ChainTask
@@ -53,9 +53,6 @@ class EBMMixing(ChainTask):
         checkpoint: str | None,
         use_ema: bool,
         n_chains: int,
-        n_steps: int,
-        log_every: int,
-        checkpoint_every: int,
         n_show: int,
     ):
         check(
@@ -66,7 +63,6 @@ class EBMMixing(ChainTask):
         )
         check(n_chains >= 1, "n_chains", f"must be >= 1 (got {n_chains})")
         check(n_show >= 0, "n_show", f"must be >= 0 (got {n_show})")
-        self.cadence = Cadence(n_steps, log_every, checkpoint_every)
         self.checkpoint, self.use_ema = checkpoint, use_ema
         self.n_chains, self.n_show = n_chains, n_show
 

@@ -4,7 +4,7 @@ An energy over the upper-triangle bits of padded adjacencies (model=rgcn) is tra
 matching (learner=rmwggis: RMwGGIS advanced, s = 50) or by PCD with a sampler (learner=pcd,
 sampler=gwg: the EBM(GWG) baseline, with a buffer re-initialisation rate ``buffer_reinit``
 handled here). One loop step is one learner step (a mini-batch of ``learner.batch_size``
-training graphs). Every ``eval_every`` steps and at the end, ``n_samples`` graphs are generated
+training graphs). Every ``generate_every`` steps and at the end, ``n_samples`` graphs are generated
 by Gibbs sampling on the learned energy (padding / isolated nodes dropped) and compared with
 the test graphs by the degree / clustering / orbit MMD^2 of :mod:`ebmlab.metrics.graph_stats`
 and their average ``avg`` (the table's "Avg."); ``ref_*`` are the same MMDs of the training
@@ -23,7 +23,7 @@ from omegaconf import OmegaConf
 from torch import Tensor
 
 from ebmlab.core.chain import ChainRunner
-from ebmlab.core.loop import Cadence, LoopTask, Requirement
+from ebmlab.core.loop import LoopTask, Requirement
 from ebmlab.data.ego_small import GEN_INITS, bits_to_graphs, init_bits
 from ebmlab.data.ego_small_dataset import EgoSmall
 from ebmlab.errors import check, check_at_least
@@ -64,10 +64,8 @@ class GraphGeneration(LoopTask):
         "learner": Requirement(LEARNERS, "a ratio matching learner (rm, rmwggis, rmwrand) or pcd"),
     }
     checkpoint_keys = ("model", "learner", "last", "bits")
-    n_iters: int
-    log_every: int
-    eval_every: int
-    checkpoint_every: int
+    periods = ("generate_every",)
+    generate_every: int
     n_samples: int
     gen_sampler: Literal["sweep", "random_scan"]
     gen_sweeps: int
@@ -76,9 +74,6 @@ class GraphGeneration(LoopTask):
     n_show: int
 
     def __post_init__(self):
-        self.cadence = Cadence(self.n_iters, self.log_every, self.checkpoint_every)
-        msg = f"must be 0 (only at the end) or a multiple of log_every={self.log_every}"
-        check(self.eval_every >= 0 and self.eval_every % self.log_every == 0, "eval_every", msg)
         check_at_least(vars(self), (("n_samples gen_sweeps n_show", 1),))
         msg = f"must be one of {GEN_SAMPLERS} (got {self.gen_sampler!r})"
         check(self.gen_sampler in GEN_SAMPLERS, "gen_sampler", msg)
@@ -142,7 +137,9 @@ class GraphGeneration(LoopTask):
         return runner.state.x
 
     def evaluate(self, p: Parts, step: int, ctx) -> dict:
-        if step != self.cadence.n_steps and not (self.eval_every and step % self.eval_every == 0):
+        if step != self.cadence.n_steps and not (
+            self.generate_every and step % self.generate_every == 0
+        ):
             return {}
         p.bits = self.generate(p, ctx)
         graphs = bits_to_graphs(p.bits, p.data.max_nodes)

@@ -31,7 +31,7 @@ from dataclasses import dataclass, field
 import torch
 from torch import Tensor
 
-from ebmlab.core.loop import Cadence, LoopTask, Requirement
+from ebmlab.core.loop import LoopTask, Requirement
 from ebmlab.core.protocols import Kernel
 from ebmlab.data.gmm_toy import GMMToyDataset, gmm_params
 from ebmlab.errors import check
@@ -55,7 +55,8 @@ class Parts:
 
 @dataclass
 class GRBMGmm(LoopTask):
-    """``task=grbm_gmm``: eval_every / checkpoint_every in epochs (the learner's n_epochs);
+    """``task=grbm_gmm``: one loop step is one epoch (run.n_steps, which the learner's
+    n_epochs follows; run.eval_every / checkpoint_every in epochs);
     sample_steps, n_samples: the final sampling chains; the density grid is [-plot_range,
     plot_range]^2 with grid_points^2 points; n_test_points, mode_radius: see the module
     docstring; label: the run's Fig. 1 column."""
@@ -66,11 +67,9 @@ class GRBMGmm(LoopTask):
         "dataset": Requirement(GMMToyDataset, "dataset=gmm_iso or dataset=gmm_aniso"),
         "model": Requirement(GRBM, "model=grbm with n_visible 2", {"n_visible": 2}),
         "sampler": Requirement(),
-        "learner": Requirement(GRBMModifiedCD, "learner=grbm_cd"),
+        "learner": Requirement(GRBMModifiedCD, "learner=grbm_cd", {"n_epochs": "run.n_steps"}),
     }
     checkpoint_keys = ("model", "learner", "last")
-    eval_every: int
-    checkpoint_every: int
     sample_steps: int
     n_samples: int
     plot_range: float
@@ -80,7 +79,7 @@ class GRBMGmm(LoopTask):
     label: str
 
     def __post_init__(self):
-        bounds = {"eval_every": 1, "checkpoint_every": 1, "sample_steps": 1, "n_samples": 2}
+        bounds = {"sample_steps": 1, "n_samples": 2}
         bounds.update(grid_points=11, n_test_points=1)
         for k, lo in bounds.items():
             check(vars(self)[k] >= lo, k, f"an integer >= {lo} (got {vars(self)[k]})")
@@ -102,7 +101,6 @@ class GRBMGmm(LoopTask):
         model.reset_parameters(torch.Generator().manual_seed(int(ctx.cfg.seed)))
         model.to(ctx.device)
         learner.setup(model, x, ctx.generator, sampler)
-        self.cadence = Cadence(learner.n_epochs, self.eval_every, self.checkpoint_every)
         return Parts(data, model, sampler, learner, x)
 
     def step(self, p: Parts, step: int, ctx) -> dict:

@@ -22,7 +22,7 @@ import torch
 from hydra.utils import get_object
 from torch import Tensor
 
-from ebmlab.core.loop import Cadence, LoopTask, Requirement
+from ebmlab.core.loop import LoopTask, Requirement
 from ebmlab.core.protocols import Kernel
 from ebmlab.data.grayscale_images import GrayscaleImages, parse_split
 from ebmlab.errors import ConfigError, check
@@ -57,11 +57,10 @@ class GRBMImages(LoopTask):
         ),
         "model": Requirement(GRBM, "model=grbm", {"n_visible": "dataset.dim"}),
         "sampler": Requirement(),
-        "learner": Requirement(GRBMModifiedCD, "learner=grbm_cd"),
+        "learner": Requirement(GRBMModifiedCD, "learner=grbm_cd", {"n_epochs": "run.n_steps"}),
     }
     checkpoint_keys = ("model", "learner", "last")
-    eval_every: int
-    checkpoint_every: int
+    periods = ("sample_every",)
     train_split: str
     sample_steps: int
     n_fid_samples: int
@@ -79,14 +78,12 @@ class GRBMImages(LoopTask):
     label: str
 
     def __post_init__(self):
-        ones = ("eval_every", "checkpoint_every", "sample_steps", "n_show", "strip_chains")
+        ones = ("sample_steps", "n_show", "strip_chains")
         for k in (*ones, "strip_snapshots"):
             check(vars(self)[k] >= 1, k, f"an integer >= 1 (got {vars(self)[k]})")
         n, n_real = self.n_fid_samples, self.n_fid_real
         check(n == 0 or n >= 2, "n_fid_samples", f"0 (no FID) or at least 2 (got {n})")
         check(n_real is None or n_real >= 2, "n_fid_real", f"null or >= 2 (got {n_real})")
-        every, ev = self.sample_every, self.eval_every
-        check(every >= 0 and every % ev == 0, "sample_every", f"0 or a multiple of {ev}")
         parse_split(self.train_split, "train_split")
         parse_split(self.fid_reference_split, "fid_reference_split")
         parse_split(self.feature_net.train_split, "feature_net.train_split")
@@ -119,7 +116,6 @@ class GRBMImages(LoopTask):
         model.to(ctx.device)
         learner.setup(model, x_train, ctx.generator, sampler, lambda b, g: data.preprocess(b))
         base = sampler.step_size if getattr(sampler, "anneals_step_size", False) else 0.0
-        self.cadence = Cadence(learner.n_epochs, self.eval_every, self.checkpoint_every)
         return Parts(data, model, sampler, learner, x_train.shape[0], base)
 
     def step(self, p: Parts, step: int, ctx) -> dict:

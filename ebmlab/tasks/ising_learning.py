@@ -16,7 +16,7 @@ from hydra.utils import get_object
 from omegaconf import OmegaConf
 from torch import Tensor
 
-from ebmlab.core.loop import Cadence, LoopTask, Requirement
+from ebmlab.core.loop import LoopTask, Requirement
 from ebmlab.core.protocols import Learner
 from ebmlab.data.ising_data import IsingLatticeData
 from ebmlab.errors import ConfigError
@@ -42,9 +42,6 @@ class IsingLearning(LoopTask):
     }
     checkpoint_keys = ("model", "learner")
     reports_sampler_cost = True  # with a sampler (PCD): its acceptance and evaluations
-
-    def __init__(self, n_iters: int, eval_every: int, checkpoint_every: int):
-        self.cadence = Cadence(n_iters, eval_every, checkpoint_every)
 
     def check_config(self, cfg) -> None:
         sampler = OmegaConf.select(cfg, "sampler._target_")

@@ -2,7 +2,7 @@
 
 The target is a small lattice Ising (5x5, sigma 0.1, bias 0.2 in the paper), whose
 exact mean comes from enumerating all 2^d states. One loop step is one sampler step;
-every ``eval_every`` steps: RMSE of the running mean (over chains and time). At the end:
+every ``run.eval_every`` steps: RMSE of the running mean (over chains and time). At the end:
 ESS per step and per second (per-dimension ESS after ``burn_in``, averaged over
 dimensions and chains). The chains run as in every sampling task (:mod:`ebmlab.tasks.chains`).
 """
@@ -15,7 +15,6 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor
 
-from ebmlab.core.loop import Cadence
 from ebmlab.errors import ConfigError, check
 from ebmlab.metrics.ess import ess_per_dim
 from ebmlab.models.enumeration import exact_log_z_and_mean
@@ -45,20 +44,16 @@ class IsingSampling(ChainTask):
     def __init__(
         self,
         n_chains: int,
-        n_steps: int,
-        eval_every: int,
         burn_in: float,
-        checkpoint_every: int,
         max_exact_dim: int,
     ):
         check(n_chains >= 1, "n_chains", f"must be >= 1 (got {n_chains})")
         check(0 <= burn_in < 1, "burn_in", f"must be a fraction in [0, 1) (got {burn_in})")
-        self.cadence = Cadence(n_steps, eval_every, checkpoint_every)
         self.n_chains, self.burn_in, self.max_exact_dim = n_chains, burn_in, max_exact_dim
 
     def memory_estimate(self, cfg) -> dict[str, int]:
         d = int(cfg.model.n_side) ** 2 if "n_side" in cfg.model else self.max_exact_dim
-        return {"trace": self.cadence.n_steps * self.n_chains * d, "enumeration": 2**d * d * 4}
+        return {"trace": int(cfg.run.n_steps) * self.n_chains * d, "enumeration": 2**d * d * 4}
 
     def build(self, ctx) -> Parts:
         model = ctx.build("model").to(ctx.device)

@@ -4,7 +4,7 @@ One run = one sampler on :class:`ebmlab.models.multimodal_grid.MultimodalGrid` (
 an ordinal grid). All ``n_chains`` chains start from one shared uniformly random grid point
 (as the reference code does; ``init=random`` gives each chain its own); one loop step is one
 sampler step, and every state visited after ``burn_in`` steps is counted in a 2-D histogram.
-Reported (and logged every ``log_every`` steps):
+Reported (and logged every ``run.eval_every`` steps):
 
 * ``modes_visited``: modes with at least one sample within ``mode_radius`` of their centre;
 * ``mode_tv``: total variation between the samples' and the target's mass per mode cell
@@ -27,7 +27,7 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor
 
-from ebmlab.core.loop import Cadence, Requirement
+from ebmlab.core.loop import Requirement
 from ebmlab.errors import check
 from ebmlab.models.multimodal_grid import MultimodalGrid
 from ebmlab.plotting.multimodal_2d import heatmap
@@ -85,21 +85,20 @@ class Multimodal2D(ChainTask):
     def __init__(
         self,
         n_chains: int,
-        n_steps: int,
         burn_in: int,
         init: str,
         mode_radius: float,
-        log_every: int,
-        checkpoint_every: int,
     ):
         check(n_chains >= 1, "n_chains", f"must be >= 1 (got {n_chains})")
-        check(0 <= burn_in < n_steps, "burn_in", f"must be in [0, n_steps) (got {burn_in})")
+        check(burn_in >= 0, "burn_in", f"must be >= 0 (got {burn_in})")
         check(init in INITS, "init", f"must be one of {list(INITS)} (got {init!r})")
         check(mode_radius > 0, "mode_radius", f"must be > 0 (got {mode_radius})")
-        check(log_every >= 1, "log_every", f"must be >= 1 (got {log_every})")  # Cadence: eval_every
-        self.cadence = Cadence(n_steps, log_every, checkpoint_every)
         self.n_chains, self.burn_in, self.init = n_chains, burn_in, init
         self.mode_radius = float(mode_radius)
+
+    def check_config(self, cfg) -> None:
+        n = cfg.run.n_steps
+        check(self.burn_in < n, "task.burn_in", f"must be < run.n_steps={n} (got {self.burn_in})")
 
     def memory_estimate(self, cfg) -> dict[str, int]:
         m = cfg.model

@@ -2,7 +2,7 @@
 
 A Bernoulli RBM (visible bias from the data mean) is trained by PCD (``learner=pcd``: persistent
 chains, batch, Adam, ``sampler_steps`` per iteration; ``learner=acs_pcd`` with ``sampler=acs``
-for ACS's PCD schedule, Algorithm 6), one loop step per iteration. Every ``eval_every``
+for ACS's PCD schedule, Algorithm 6), one loop step per iteration. Every ``run.eval_every``
 iterations the iteration's loss is kept (and every ``ais_every`` a cheaper AIS is logged as
 ``*_running``). At the end log Z is estimated by AIS with intermediate RBMs and block-Gibbs
 transitions (Salakhutdinov & Murray 2008; ``ais_temps`` linear temperatures, ``ais_chains``
@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from hydra.utils import get_object
 from torch import Tensor
 
-from ebmlab.core.loop import Cadence, LoopTask, Requirement
+from ebmlab.core.loop import LoopTask, Requirement
 from ebmlab.data.binary_images import BinaryImages
 from ebmlab.errors import check, check_at_least
 from ebmlab.learning.pcd import PCD
@@ -64,9 +64,7 @@ class RBMLearning(LoopTask):
     }
     checkpoint_keys = ("model", "learner")
     reports_sampler_cost = True
-    n_iters: int
-    eval_every: int
-    checkpoint_every: int
+    periods = ("ais_every",)
     ais_temps: int
     ais_chains: int
     ais_groups: int
@@ -80,19 +78,15 @@ class RBMLearning(LoopTask):
     n_show: int
 
     def __post_init__(self):
-        ones = "n_iters eval_every checkpoint_every ais_chains train_n eval_chunk"
+        ones = "ais_chains train_n eval_chunk"
         bounds = ((ones, 1), ("ais_temps ais_every_temps ais_groups", 2), ("ais_every n_show", 0))
         check_at_least(vars(self), bounds)
         chains, temps = self.ais_chains, self.ais_temps
         check(self.ais_groups <= chains, "ais_groups", f"must be <= ais_chains {chains}")
         check(
-            self.ais_every % self.eval_every == 0, "ais_every", "must be a multiple of eval_every"
-        )
-        check(
             self.ais_spread_max >= 0, "ais_spread_max", f"must be >= 0 (got {self.ais_spread_max})"
         )
         check(self.ais_temps_max >= temps, "ais_temps_max", f"must be >= ais_temps {temps}")
-        self.cadence = Cadence(self.n_iters, self.eval_every, self.checkpoint_every)
         self.ais = RBMAIS(self.ais_chains, self.ais_groups, self.eval_chunk)
 
     def memory_estimate(self, cfg) -> dict[str, int]:

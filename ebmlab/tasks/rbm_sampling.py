@@ -4,7 +4,7 @@ Protocol (PROTOCOLS.md "RBM sampling"): the CD-trained target RBM, its block-Gib
 truth and the chains' shared initial state (``init``: random or mode, ACS Fig. 6) come from
 :mod:`ebmlab.learning.rbm_target`; a warm-up planned for the run (ACS's tuning, Alg. 2) runs
 from there first (:mod:`ebmlab.tasks.chains`). One loop step is one sampler step. Every
-``eval_every`` steps (and at step 0): log MMD^2 (kernel exp(-Hamming/d), V-statistic) of
+``run.eval_every`` steps (and at step 0): log MMD^2 (kernel exp(-Hamming/d), V-statistic) of
 the chains against the references, vs steps and vs seconds of sampling (ACS's tuning
 included). At the end: ESS (per dimension after
 ``burn_in``, over the first ``ess_chains`` chains) and image grids.
@@ -19,7 +19,7 @@ from pathlib import Path
 import torch
 from torch import Tensor
 
-from ebmlab.core.loop import Cadence, Requirement
+from ebmlab.core.loop import Requirement
 from ebmlab.data.binary_images import BinaryImages
 from ebmlab.errors import check
 from ebmlab.learning.cd import CD
@@ -67,8 +67,6 @@ class RBMSampling(ChainTask):
     def __init__(
         self,
         n_chains: int,
-        n_steps: int,
-        eval_every: int,
         init: str,
         train_split: str,
         gt_steps: int,
@@ -77,7 +75,6 @@ class RBMSampling(ChainTask):
         gt_seed: int,
         burn_in: float,
         ess_chains: int,
-        checkpoint_every: int,
         n_show: int,
         cache_dir: str,
     ):
@@ -86,18 +83,21 @@ class RBMSampling(ChainTask):
         check(train_split in TRAIN_SPLITS, "train_split", f"one of {list(TRAIN_SPLITS)}")
         check(0 <= burn_in < 1, "burn_in", f"must be a fraction in [0, 1) (got {burn_in})")
         check(1 <= ess_chains <= n_chains, "ess_chains", f"in [1, n_chains={n_chains}]")
-        check(n_steps - int(burn_in * n_steps) >= 4, "burn_in", "leaves < 4 steps for ESS")
         check(n_show >= 0, "n_show", f"must be >= 0 (got {n_show})")
-        self.cadence = Cadence(n_steps, eval_every, checkpoint_every)
         self.gt = GroundTruth(gt_n_ref, gt_n_floor, gt_steps, gt_seed)
         self.n_chains, self.init, self.train_split = n_chains, init, train_split
         self.burn_in, self.ess_chains = burn_in, ess_chains
         self.n_show, self.cache_dir = n_show, Path(cache_dir)
 
+    def check_config(self, cfg) -> None:
+        n = cfg.run.n_steps
+        msg = f"leaves < 4 of run.n_steps={n} steps for ESS"
+        check(n - int(self.burn_in * n) >= 4, "task.burn_in", msg)
+
     def memory_estimate(self, cfg) -> dict[str, int]:
         v, n = int(cfg.model.n_visible), self.n_chains
         return {
-            "trace": self.cadence.n_steps * self.ess_chains * v,
+            "trace": int(cfg.run.n_steps) * self.ess_chains * v,
             "ground_truth": (self.gt.n_ref + self.gt.n_floor) * v * 4,
             "chains": 4 * n * v * 4,  # x, grad, proposal, flip probabilities
             "mmd_kernel": (n + self.gt.n_ref) ** 2 * 8,

@@ -1,7 +1,7 @@
 """Sampler efficiency by effective sample size (AB; Sun et al., ICLR 2023, Sec. 5.1-5.3,
 Tables 1-5, Fig. 1-3).
 
-One run = one sampler on one fixed target: ``n_chains`` chains for ``n_steps`` steps (one
+One run = one sampler on one fixed target: ``n_chains`` chains for ``run.n_steps`` steps (one
 loop step each), the first ``burn_in`` of them burn-in (paper: 100 chains, 100,000 steps,
 20,000 burn-in). After burn-in each state is summarised by its Hamming distance to a fixed
 random reference state (DISCS convention; drawn from ``ref_seed``, shared by every sampler
@@ -45,7 +45,7 @@ import torch
 from torch import Tensor
 
 from ebmlab.core.chain import ChainRunner
-from ebmlab.core.loop import Cadence, LoopTask
+from ebmlab.core.loop import LoopTask
 from ebmlab.core.protocols import BINARY, ORDINAL, Adaptation, Kernel
 from ebmlab.errors import ConfigError, check
 from ebmlab.metrics.ess import ess_1d, ess_per_queries, hamming_to_reference
@@ -116,7 +116,6 @@ class SamplerESS(LoopTask):
     def __init__(
         self,
         n_chains: int,
-        n_steps: int,
         burn_in: int,
         target: str,
         init: str,
@@ -125,13 +124,9 @@ class SamplerESS(LoopTask):
         tune_accept: float,
         tune_rate: float,
         grad_query_cost: float,
-        log_every: int,
-        checkpoint_every: int,
     ):
         check(n_chains >= 1, "n_chains", f"must be >= 1 (got {n_chains})")
-        check(n_steps >= 5, "n_steps", f"must be >= 5 (got {n_steps})")
-        msg = f"must be in [0, n_steps - 4] so the ESS has >= 4 steps (got {burn_in})"
-        check(0 <= burn_in <= n_steps - 4, "burn_in", msg)
+        check(burn_in >= 0, "burn_in", f"must be >= 0 (got {burn_in})")
         init = str(init)
         init_run = init[len("run:") :] if init.startswith("run:") else None
         check(init == "uniform" or init_run, "init", f"must be one of {list(INITS)} (got {init!r})")
@@ -148,17 +143,22 @@ class SamplerESS(LoopTask):
         check(tune_accept == 0 or burn_in > 0, "tune_accept", msg)
         check(tune_rate > 0, "tune_rate", f"must be > 0 (got {tune_rate})")
         check(grad_query_cost >= 0, "grad_query_cost", f"must be >= 0 (got {grad_query_cost})")
-        self.cadence = Cadence(n_steps, log_every, checkpoint_every)
         self.n_chains, self.burn_in, self.ref_seed = n_chains, burn_in, ref_seed
         self.init_run = init_run
         self.sync_burn_in, self.tune_accept, self.tune_rate = sync_burn_in, tune_accept, tune_rate
         self.grad_query_cost, self.target = grad_query_cost, target
 
+    def check_config(self, cfg) -> None:
+        n_steps = cfg.run.n_steps
+        check(n_steps >= 5, "run.n_steps", f"must be >= 5 for an ESS (got {n_steps})")
+        msg = f"must be in [0, run.n_steps - 4] so the ESS has >= 4 steps (got {self.burn_in})"
+        check(self.burn_in <= n_steps - 4, "task.burn_in", msg)
+
     def memory_estimate(self, cfg) -> dict[str, int]:
         m = cfg.get("model") or {}
         d = int(m.get("dim") or m.get("n_nodes") or int(m.get("n_side") or 0) ** 2 or 1)
         return {
-            "summary": (self.cadence.n_steps - self.burn_in) * self.n_chains * 4,
+            "summary": (int(cfg.run.n_steps) - self.burn_in) * self.n_chains * 4,
             "chains": 4 * self.n_chains * d * 4,  # states, gradients, proposals, flip probabilities
         }
 

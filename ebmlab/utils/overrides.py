@@ -2,7 +2,8 @@
 
 Hydra answers ``sampler.stepsize=0.3`` with "Key 'stepsize' is not in struct"; here the same
 mistake reads ``sampler.stepsize: unknown key; did you mean sampler.step_size? ...`` and the
-run exits 2 like every other configuration error.
+run exits 2 like every other configuration error. A key of the layout before the ``run:``
+node (``task.n_iters``, ``learner.n_epochs`` of a GRBM task, ...) names its new key.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from pathlib import Path
 from omegaconf import DictConfig, ListConfig, OmegaConf
 
 from ebmlab.errors import ConfigError
+from ebmlab.utils.config_schema import renamed_message
 
 
 def searchpath_entries(argv: list[str]) -> list[str]:
@@ -126,8 +128,13 @@ def check_keys(argv: list[str], dirs: list[Path]) -> None:
     cfg = _compose(dirs[0], compose_with)
     if cfg is None:
         return
+    target = OmegaConf.select(cfg, "task._target_", default=None, throw_on_resolution_failure=False)
     for key in keys:
-        if not _exists(cfg, key):
+        exists = _exists(cfg, key)
+        renamed = renamed_message(key, target, exists)
+        if renamed is not None:
+            raise ConfigError(key, renamed)
+        if not exists:
             raise ConfigError(key, nearby_keys(cfg, key))
 
 

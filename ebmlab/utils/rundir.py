@@ -2,7 +2,9 @@
 
 - Identity: a run directory belongs to ONE resolved configuration. ``run_config.json``
   holds the config and its hash; a finished run is reused only when the hash matches, and
-  a mismatch is an error that names the differing keys (``fresh=true`` starts afresh).
+  a mismatch is an error that names the differing keys (``fresh=true`` starts afresh). A
+  config recorded in the layout before the ``run:`` node is compared in today's layout
+  (:func:`ebmlab.utils.config_schema.upgrade`); the file itself is never rewritten for it.
 - Ownership: one process writes a run directory at a time (``.lock`` with pid, host, the
   process's start time and the machine's boot id); a lock left by a killed process is taken
   over, also when its pid now belongs to another process (a different start time).
@@ -25,6 +27,7 @@ from pathlib import Path
 from omegaconf import DictConfig, OmegaConf
 
 from ebmlab.errors import ConfigError
+from ebmlab.utils.config_schema import upgrade
 from ebmlab.utils.jsonio import corrupt, field, read_json
 from ebmlab.utils.relpaths import project_of, project_relative
 from ebmlab.utils.workspace import atomic_write_text
@@ -111,9 +114,23 @@ def _diff(a, b, prefix: str = "") -> list[str]:
     return [] if a == b else [prefix or "<root>"]
 
 
+def same_run(recorded: dict, ident: dict) -> bool:
+    """Whether a recorded config (``run_config.json``'s ``config``, of any layout) is the run
+    ``ident`` (:func:`identity`) describes."""
+    return config_hash(upgrade(recorded)) == ident["hash"]
+
+
+def recorded_hash(run_dir: Path) -> str:
+    """The hash ``run_dir/run_config.json`` records: the identity its checkpoints and results
+    carry (an old-layout run keeps its own, :func:`claim`)."""
+    return read_run_config(run_dir / "run_config.json")["hash"]
+
+
 def claim(run_dir: Path, ident: dict) -> dict | None:
     """Tie ``run_dir`` to ``ident``. Returns the finished results when this very config
-    already completed there, None when the run should start or resume."""
+    already completed there, None when the run should start or resume. A directory whose
+    ``run_config.json`` records the same run in the layout before the ``run:`` node is the
+    same run: it resumes (or returns its results) as it is, under its recorded hash."""
     path = run_dir / "run_config.json"
     results = run_dir / "results.json"
     if path.exists():
@@ -123,8 +140,8 @@ def claim(run_dir: Path, ident: dict) -> dict | None:
         ):  # recorded by an ebmlab that kept the cache / data locations in the identity
             atomic_write_text(path, json.dumps(ident, indent=2, sort_keys=True, default=str))
             old = ident
-        if old.get("hash") != ident["hash"]:
-            keys = _diff(old.get("config", {}), ident["config"])
+        if old.get("hash") != ident["hash"] and not same_run(old.get("config", {}), ident):
+            keys = _diff(upgrade(old.get("config", {})), ident["config"])
             shown = ", ".join(keys[:6]) + (f" (+{len(keys) - 6} more)" if len(keys) > 6 else "")
             raise ConfigError(
                 "run directory",

@@ -5,7 +5,7 @@
 # report (20,000 burn-in + 20,000 sampling steps). Results: outputs/investigations/ab_alpha_cap/.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
-common=(experiment=ab/tables1to5_ess scale=paper ab_target=grid_J0.4407 task.n_steps=40000 progress=false logger=none)
+common=(experiment=ab/tables1to5_ess scale=paper ab_target=grid_J0.4407 run.n_steps=40000 progress=false logger=none)
 python -m ebmlab.run "${common[@]}" sampler=ab_trace sampler.alpha_max=0.999 seed=0 \
   hydra.run.dir=outputs/investigations/ab_alpha_cap/trace_cap0.999_seed0
 for s in ab_trace ab_1st; do

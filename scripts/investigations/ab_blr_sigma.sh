@@ -6,7 +6,7 @@
 # report (20,000 burn-in + 20,000 sampling steps), seed 0. Results: outputs/investigations/ab_blr_sigma/.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
-common=(experiment=ab/tables1to5_ess scale=paper ab_target=blr sampler=ab_trace task.n_steps=40000 seed=0
+common=(experiment=ab/tables1to5_ess scale=paper ab_target=blr sampler=ab_trace run.n_steps=40000 seed=0
   progress=false logger=none)
 python -m ebmlab.run "${common[@]}" sampler.alpha_max=0.96 hydra.run.dir=outputs/investigations/ab_blr_sigma/cap0.96
 python -m ebmlab.run "${common[@]}" sampler.adapt=false sampler.sigma=16 sampler.alpha=0.96 \
@@ -14,5 +14,5 @@ python -m ebmlab.run "${common[@]}" sampler.adapt=false sampler.sigma=16 sampler
 # (3) The paper's Alg. 1 keeps adapting (sigma, alpha) through the sampling period (100,000 steps in all);
 # ours adapts within the burn-in only and then freezes an exact kernel. A 60,000-step adaptation window
 # (then 20,000 sampling steps): does sigma keep climbing towards 16 when given more cycles?
-python -m ebmlab.run "${common[@]}" task.burn_in=60000 task.n_steps=80000 \
+python -m ebmlab.run "${common[@]}" task.burn_in=60000 run.n_steps=80000 \
   hydra.run.dir=outputs/investigations/ab_blr_sigma/burn_in_60000

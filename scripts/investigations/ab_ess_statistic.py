@@ -58,7 +58,7 @@ def run_one(target: str, sampler: str, chains: int, burn_in: int, steps: int, se
         f"seed={seed}",
         f"task.n_chains={chains}",
         f"task.burn_in={burn_in}",
-        f"task.n_steps={burn_in + steps}",
+        f"run.n_steps={burn_in + steps}",
     ]
     _, cfg = compose_job(overrides)
     task = build(cfg.task, "task")
@@ -123,7 +123,7 @@ def table_runs(target: str) -> list[dict]:
     _, cfg = compose_job(["experiment=ab/tables1to5_ess", "scale=paper", f"ab_target={target}"])
     model = build(cfg.model, "model")
     rows = []
-    for d in sorted(TABLE_RUNS.glob(f"ab_target={target},sampler=*,seed=0,task.n_steps=40000")):
+    for d in sorted(TABLE_RUNS.glob(f"ab_target={target},sampler=*,seed=0,run.n_steps=40000")):
         ck, res = Workspace(d).load(), d / "results.json"
         if not isinstance(ck, dict) or not res.exists():
             continue

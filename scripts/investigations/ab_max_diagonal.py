@@ -119,7 +119,7 @@ def read_run(run_dir: Path) -> dict | None:
 
 
 def run_dir(target: str, sampler: str) -> Path:
-    return TABLE_RUNS / f"ab_target={target},sampler={sampler},seed=0,task.n_steps=40000"
+    return TABLE_RUNS / f"ab_target={target},sampler={sampler},seed=0,run.n_steps=40000"
 
 
 def investigate(targets: list[str]) -> list[dict]:

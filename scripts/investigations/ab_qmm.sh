@@ -9,11 +9,11 @@
 # Results: outputs/investigations/ab_qmm/.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
-common=(experiment=ab/tables1to5_ess scale=paper ab_target=qmm task.n_steps=40000 seed=0 progress=false
+common=(experiment=ab/tables1to5_ess scale=paper ab_target=qmm run.n_steps=40000 seed=0 progress=false
   logger=none)
 python -m ebmlab.run "${common[@]}" sampler=ab_trace sampler.adapt=false sampler.sigma=415 sampler.alpha=0.92 \
   hydra.run.dir=outputs/investigations/ab_qmm/fixed_paper_point
-lb=outputs/multirun/ab/tables1to5_ess/paper/ab_target=qmm,sampler=dmala,seed=0,task.n_steps=40000
+lb=outputs/multirun/ab/tables1to5_ess/paper/ab_target=qmm,sampler=dmala,seed=0,run.n_steps=40000
 for s in ab_1st ab_trace; do
   python -m ebmlab.run "${common[@]}" sampler=$s "task.init='run:$lb'" \
     hydra.run.dir=outputs/investigations/ab_qmm/from_lb_$s

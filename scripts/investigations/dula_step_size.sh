@@ -4,6 +4,6 @@
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 for a in 0.1 0.05; do
-  python -m ebmlab.run experiment=dlp/fig3_ising_sampling sampler=dula sampler.step_size=$a task.n_steps=50000 \
+  python -m ebmlab.run experiment=dlp/fig3_ising_sampling sampler=dula sampler.step_size=$a run.n_steps=50000 \
     seed=0 progress=false logger=none hydra.run.dir=outputs/investigations/dula_step/alpha_$a
 done

@@ -137,7 +137,7 @@ def main(argv=None) -> None:
         "scale=paper",
         f"grbm_gmm_setting={args.setting}",
         f"dataset={args.dataset}",
-        "learner.n_epochs=5000",  # the learning-rate schedule of the 5,000-epoch runs
+        "run.n_steps=5000",  # the learning-rate schedule of the 5,000-epoch runs
     ]
     if args.convention == "batch":  # the authors' eta0 = 10 on energies / batch
         overrides += ["sampler.energy_scale=batch", "sampler.step_size=10"]

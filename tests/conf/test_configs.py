@@ -222,7 +222,7 @@ def test_composed_config_carries_the_per_choice_settings(sampler, scale):
     cfg = compose_cfg(
         ["experiment=dlp/fig3_ising_sampling", f"scale={scale}", f"sampler={sampler}"]
     )
-    assert cfg.task.n_steps == {"paper": 50000, "smoke": 1000}[scale]
+    assert cfg.run.n_steps == {"paper": 50000, "smoke": 1000}[scale]
     step = {"dula": 0.2, "dmala": 0.4}.get(sampler)
     assert cfg.sampler.get("step_size") == step
     choices = cfg.hydra.runtime.choices
@@ -249,8 +249,8 @@ def test_ising_learning_learns_what_each_paper_learns():
 def test_smoke_scale_changes_sizes():
     paper = compose_cfg(["experiment=dlp/fig5_ising_learning"])
     smoke = compose_cfg(["experiment=dlp/fig5_ising_learning", "scale=smoke"])
-    assert paper.dataset.n_side == 25 and paper.task.n_iters == 10000
-    assert smoke.dataset.n_side < 25 and smoke.task.n_iters < 10000
+    assert paper.dataset.n_side == 25 and paper.run.n_steps == 10000
+    assert smoke.dataset.n_side < 25 and smoke.run.n_steps < 10000
 
 
 @pytest.mark.parametrize(

@@ -25,8 +25,9 @@ from ebmlab.core.state import ChainState
 from ebmlab.errors import CheckpointError, ConfigError
 from ebmlab.models.ising import DenseIsing
 from ebmlab.models.rbm import BernoulliRBM
+from ebmlab.utils.logging import read_metrics
 from tests.core.test_loop import make_ctx
-from tests.helpers import run_cli
+from tests.helpers import run_cli, run_toy
 
 
 @dataclass
@@ -45,7 +46,7 @@ class Walk(LoopTask):
     reports_sampler_cost = True
 
     def __init__(self, n=6, extra_result=None):
-        self.cadence = Cadence(n, 2, 3)
+        self.cad = Cadence(n, 2, 3)
         self.extra_result = extra_result or {}
 
     def build(self, ctx):
@@ -78,7 +79,7 @@ class Walk(LoopTask):
 
 def test_default_checkpoint_round_trips_every_kind_of_part(tmp_path):
     task = Walk()
-    run_task(task, make_ctx(tmp_path / "a"))
+    run_toy(task, make_ctx(tmp_path / "a"))
     ctx = make_ctx(tmp_path / "a")
     ckpt = ctx.load_file("last")["task"]
     assert set(ckpt) == {"net", "chains", "weights", "best"}
@@ -124,7 +125,7 @@ def test_a_checkpoint_without_a_declared_part_names_it(tmp_path):
 
 
 def test_resume_continues_exactly_from_declared_state(tmp_path):
-    whole = run_task(Walk(n=9), make_ctx(tmp_path / "whole"))
+    whole = run_toy(Walk(n=9), make_ctx(tmp_path / "whole"))
     with pytest.raises(KeyboardInterrupt):
 
         class Crash(Walk):
@@ -133,12 +134,12 @@ def test_resume_continues_exactly_from_declared_state(tmp_path):
                     raise KeyboardInterrupt
                 return super().step(p, step, ctx)
 
-        run_task(Crash(n=9), make_ctx(tmp_path / "split"))
-    assert run_task(Walk(n=9), make_ctx(tmp_path / "split")) == whole
+        run_toy(Crash(n=9), make_ctx(tmp_path / "split"))
+    assert run_toy(Walk(n=9), make_ctx(tmp_path / "split")) == whole
 
 
 def test_the_loop_appends_the_sampler_cost_block_in_one_spelling(tmp_path):
-    res = run_task(Walk(), make_ctx(tmp_path / "a"))
+    res = run_toy(Walk(), make_ctx(tmp_path / "a"))
     assert res["accept_rate"] == pytest.approx(0.5 + 3.5 / 100)  # mean over the 6 steps
     assert res["log_prob_evals_per_step"] == 2.0 and res["grad_evals_per_step"] == 1.0
     assert "other" not in res  # not a cost
@@ -148,24 +149,34 @@ def test_the_loop_appends_the_sampler_cost_block_in_one_spelling(tmp_path):
         "grad_evals_per_step",
     }
     with pytest.raises(RuntimeError, match="accept_rate, which the loop"):
-        run_task(Walk(extra_result={"accept_rate": 1.0}), make_ctx(tmp_path / "b"))
+        run_toy(Walk(extra_result={"accept_rate": 1.0}), make_ctx(tmp_path / "b"))
 
     class Quiet(Walk):
         reports_sampler_cost = False
 
-    assert "accept_rate" not in run_task(Quiet(), make_ctx(tmp_path / "c"))
+    assert "accept_rate" not in run_toy(Quiet(), make_ctx(tmp_path / "c"))
 
 
-def test_a_task_may_still_compute_its_cadence_from_its_parts(tmp_path):
-    class OldStyle(Walk):
-        def __init__(self):
-            self.extra_result = {}
-
-        def cadence(self, parts):
-            return Cadence(4, 2, 2)
-
-    run_task(OldStyle(), make_ctx(tmp_path))
+def test_the_loop_reads_the_cadence_from_the_run_node_not_from_the_task(tmp_path):
+    task = Walk(n=9)
+    task.cadence = Cadence(100, 50, 50)  # anything a task might hold is replaced by run:
+    ctx = make_ctx(tmp_path)
+    ctx.cfg = OmegaConf.merge(
+        ctx.cfg, {"run": {"n_steps": 4, "eval_every": 2, "checkpoint_every": 3}}
+    )
+    run_task(task, ctx)
+    assert task.cadence == Cadence(4, 2, 3)
     assert make_ctx(tmp_path).load_file("last")["_run"]["step"] == 4
+    rows = read_metrics(tmp_path / "metrics.jsonl")
+    assert [r["step"] for r in rows if "seconds" in r] == [2, 4]
+    with pytest.raises(ConfigError, match=r"^run: the config has no run: node"):
+        run_task(Walk(n=9), make_ctx(tmp_path / "none"))
+    bad = make_ctx(tmp_path / "bad")
+    bad.cfg = OmegaConf.merge(
+        bad.cfg, {"run": {"n_steps": 4, "eval_every": 0, "checkpoint_every": 3}}
+    )
+    with pytest.raises(ConfigError, match=r"^run.eval_every: must be an integer >= 1"):
+        run_task(Walk(n=9), bad)
 
 
 class Needy(LoopTask):
@@ -182,6 +193,7 @@ def _cfg(**over):
         "model": {"_target_": "ebmlab.models.rbm.BernoulliRBM", "n_visible": 12},
         "sampler": {"_target_": "ebmlab.samplers.gwg.GWG"},
         "learner": {"_target_": "ebmlab.learning.pcd.PCD", "batch_size": 10},
+        "run": {"n_steps": 10, "eval_every": 5, "checkpoint_every": 5},
     }
     for k, v in over.items():
         cfg[k] = v
@@ -222,5 +234,5 @@ def test_a_requirement_fails_with_exit_2_before_the_run_directory_is_taken(tmp_p
 
 
 def test_sampler_cost_values_are_means_over_the_steps(tmp_path):
-    res = run_task(Walk(n=4), make_ctx(tmp_path))
+    res = run_toy(Walk(n=4), make_ctx(tmp_path))
     assert math.isclose(res["accept_rate"], (0.51 + 0.52 + 0.53 + 0.54) / 4)

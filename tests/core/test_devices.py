@@ -19,11 +19,12 @@ import torch
 from omegaconf import OmegaConf
 
 from ebmlab.core.context import RunContext
-from ebmlab.core.loop import Cadence, LoopTask, run_task
+from ebmlab.core.loop import Cadence, LoopTask
 from ebmlab.core.state import RESTORED, ChainState
 from ebmlab.utils.logging import MetricLogger
 from ebmlab.utils.seeding import restore_generator
 from ebmlab.utils.workspace import Workspace
+from tests.helpers import run_toy
 
 REPO = Path(__file__).resolve().parents[2]
 META = torch.device("meta")
@@ -37,9 +38,6 @@ class Walk(LoopTask):
 
     def build(self, ctx):
         return {"x": torch.zeros(3, device=ctx.device)}
-
-    def cadence(self, parts):
-        return self.cad
 
     def step(self, parts, step, ctx):
         if step == self.crash_at:
@@ -85,7 +83,7 @@ def test_a_resume_loads_the_checkpoint_onto_the_runs_device(tmp_path, monkeypatc
     """The loop asks for the run's device (a GPU run loading to the CPU crashed at its first
     step after every resume, preemption and requeue)."""
     with pytest.raises(KeyboardInterrupt):
-        run_task(Walk(crash_at=7), make_ctx(tmp_path))
+        run_toy(Walk(crash_at=7), make_ctx(tmp_path))
     seen = []
 
     class Stop(BaseException):  # not an Exception: the workspace would call it corruption
@@ -237,7 +235,7 @@ def test_a_checkpoint_from_another_kind_of_device_resumes_with_one_line(tmp_path
     draws differ from the first device's, and two resumes of it give the same numbers."""
     d = tmp_path / "gpu_run"
     with pytest.raises(KeyboardInterrupt):
-        run_task(Walk(crash_at=7), make_ctx(d))
+        run_toy(Walk(crash_at=7), make_ctx(d))
     ws = Workspace(d)
     state = ws.load()
     state["_run"]["generator"], state["_run"]["device"] = (
@@ -247,9 +245,9 @@ def test_a_checkpoint_from_another_kind_of_device_resumes_with_one_line(tmp_path
     ws.save(state)
     shutil.copytree(d, tmp_path / "again")
     capsys.readouterr()
-    first = run_task(Walk(), make_ctx(d))
+    first = run_toy(Walk(), make_ctx(d))
     assert "resuming on cpu a checkpoint written on cuda" in capsys.readouterr().err
-    assert run_task(Walk(), make_ctx(tmp_path / "again")) == first
+    assert run_toy(Walk(), make_ctx(tmp_path / "again")) == first
 
 
 # ---- static scans: every load names a device, every draw a device ---------------------------

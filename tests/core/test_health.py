@@ -9,9 +9,10 @@ import torch
 from omegaconf import OmegaConf
 
 from ebmlab.core.health import Health
-from ebmlab.core.loop import Cadence, LoopTask, run_task
+from ebmlab.core.loop import Cadence, LoopTask
 from ebmlab.errors import ConfigError
 from tests.core.test_loop import make_ctx
+from tests.helpers import run_toy
 
 
 def test_low_acceptance_windows_are_recorded_with_the_first_and_the_lowest(capsys):
@@ -57,9 +58,6 @@ class Freezing(LoopTask):
     def build(self, ctx):
         return {}
 
-    def cadence(self, parts):
-        return self.cad
-
     def step(self, parts, step, ctx):
         if step == self.crash_at:
             raise KeyboardInterrupt
@@ -80,13 +78,13 @@ def _ctx(tmp_path, min_accept_rate=0.01):
 
 def test_a_run_whose_chains_freeze_finishes_with_a_warning_in_results_json(tmp_path):
     ctx = _ctx(tmp_path / "a")
-    run_task(Freezing(), ctx)
+    run_toy(Freezing(), ctx)
     (msg,) = ctx.warnings
     assert "step 30" in msg and "3 log window(s)" in msg and "lowest 0.001 at step 30" in msg
     ctx.write_results({"accept_rate": 0.5})
     assert json.loads((tmp_path / "a" / "results.json").read_text())["warnings"] == [msg]
     healthy = _ctx(tmp_path / "b")
-    run_task(Freezing(freeze_at=40), healthy)
+    run_toy(Freezing(freeze_at=40), healthy)
     healthy.write_results({"accept_rate": 0.7})
     assert healthy.warnings == []
     assert "warnings" not in json.loads((tmp_path / "b" / "results.json").read_text())
@@ -94,9 +92,9 @@ def test_a_run_whose_chains_freeze_finishes_with_a_warning_in_results_json(tmp_p
 
 def test_a_resumed_run_reports_the_warnings_of_an_uninterrupted_one(tmp_path):
     whole = _ctx(tmp_path / "whole")
-    run_task(Freezing(), whole)
+    run_toy(Freezing(), whole)
     with pytest.raises(KeyboardInterrupt):  # killed after the checkpoint at 30 (one low window)
-        run_task(Freezing(crash_at=33), _ctx(tmp_path / "split"))
+        run_toy(Freezing(crash_at=33), _ctx(tmp_path / "split"))
     resumed = _ctx(tmp_path / "split")
-    run_task(Freezing(), resumed)
+    run_toy(Freezing(), resumed)
     assert resumed.warnings == whole.warnings != []

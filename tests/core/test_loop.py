@@ -10,10 +10,11 @@ import torch
 from omegaconf import OmegaConf
 
 from ebmlab.core.context import RunContext
-from ebmlab.core.loop import Cadence, History, LoopTask, Totals, check_finite, run_task
+from ebmlab.core.loop import Cadence, History, LoopTask, Totals, check_finite
 from ebmlab.errors import ConfigError, DivergenceError
 from ebmlab.utils.logging import MetricLogger, read_metrics
 from ebmlab.utils.workspace import Workspace
+from tests.helpers import run_toy
 
 
 class Counter(LoopTask):
@@ -27,9 +28,6 @@ class Counter(LoopTask):
 
     def build(self, ctx):
         return {"x": torch.zeros(())}
-
-    def cadence(self, parts):
-        return self.cad
 
     def step(self, parts, step, ctx):
         if step == self.crash_at:
@@ -71,9 +69,9 @@ def test_cadence_validates_and_always_ends_on_last_step():
     c = Cadence(25, 10, 7)
     assert [s for s in range(1, 26) if c.evaluates(s)] == [10, 20, 25]
     assert [s for s in range(1, 26) if c.checkpoints(s)] == [7, 14, 21, 25]
-    with pytest.raises(ConfigError, match="task.eval_every"):
+    with pytest.raises(ConfigError, match="run.eval_every"):
         Cadence(10, 0, 1)
-    with pytest.raises(ConfigError, match="task.n_steps"):
+    with pytest.raises(ConfigError, match="run.n_steps"):
         Cadence(2.5, 1, 1)
 
 
@@ -99,7 +97,7 @@ def test_history_columns():
 
 def test_run_task_results_logs_and_checkpoints(tmp_path):
     ctx = make_ctx(tmp_path)
-    res = run_task(Counter(), ctx)
+    res = run_toy(Counter(), ctx)
     assert res["evals"] == 2.0 and res["n_evals"] == 4
     rows = read_metrics(tmp_path / "metrics.jsonl")
     assert [r["step"] for r in rows] == [5, 10, 15, 20]
@@ -158,29 +156,29 @@ def test_progress_file_follows_the_checkpoints(tmp_path):
     import json
 
     with pytest.raises(KeyboardInterrupt):
-        run_task(Counter(n=25, checkpoint_every=10, crash_at=15), make_ctx(tmp_path))
+        run_toy(Counter(n=25, checkpoint_every=10, crash_at=15), make_ctx(tmp_path))
     p = json.loads((tmp_path / "progress.json").read_text())
     assert p["step"] == 10 and p["n_steps"] == 25 and p["updated"].endswith("UTC")
-    run_task(Counter(n=25, checkpoint_every=10), make_ctx(tmp_path))
+    run_toy(Counter(n=25, checkpoint_every=10), make_ctx(tmp_path))
     assert json.loads((tmp_path / "progress.json").read_text())["step"] == 25
 
 
 def test_resume_from_any_point_gives_identical_results(tmp_path):
-    ref = run_task(Counter(), make_ctx(tmp_path / "ref"))
+    ref = run_toy(Counter(), make_ctx(tmp_path / "ref"))
     for crash_at in (3, 11, 20):
         d = tmp_path / f"crash{crash_at}"
         with pytest.raises(KeyboardInterrupt):
-            run_task(Counter(crash_at=crash_at), make_ctx(d))
-        assert run_task(Counter(), make_ctx(d)) == ref
+            run_toy(Counter(crash_at=crash_at), make_ctx(d))
+        assert run_toy(Counter(), make_ctx(d)) == ref
     # killed after the final checkpoint, before results: finish() alone reproduces them
-    assert run_task(Counter(), make_ctx(tmp_path / "ref")) == ref
+    assert run_toy(Counter(), make_ctx(tmp_path / "ref")) == ref
 
 
 def test_divergence_names_step_and_never_checkpoints_nonfinite_state(tmp_path):
     # detected at the first checkpoint after the blow-up (no per-step host sync)
     ctx = make_ctx(tmp_path)
     with pytest.raises(DivergenceError, match="step 20: the state to checkpoint"):
-        run_task(Counter(n=30, blow_up_at=13, eval_every=100, checkpoint_every=10), ctx)
+        run_toy(Counter(n=30, blow_up_at=13, eval_every=100, checkpoint_every=10), ctx)
     state = ctx.workspace.load()
     assert state["_run"]["step"] == 10 and torch.isfinite(state["task"]["x"])
     assert ctx.last_good_step == 10
@@ -188,7 +186,7 @@ def test_divergence_names_step_and_never_checkpoints_nonfinite_state(tmp_path):
 
 def test_divergence_caught_at_evaluation(tmp_path):
     with pytest.raises(DivergenceError, match="evaluated metric"):
-        run_task(Counter(blow_up_at=4, eval_every=5, checkpoint_every=100), make_ctx(tmp_path))
+        run_toy(Counter(blow_up_at=4, eval_every=5, checkpoint_every=100), make_ctx(tmp_path))
 
 
 def test_nonfinite_result_is_a_divergence(tmp_path):
@@ -197,7 +195,7 @@ def test_nonfinite_result_is_a_divergence(tmp_path):
             return {"x": float("nan")}
 
     with pytest.raises(DivergenceError, match="result"):
-        run_task(NaNResult(), make_ctx(tmp_path))
+        run_toy(NaNResult(), make_ctx(tmp_path))
 
 
 def test_check_finite_names_nested_entries():
@@ -214,14 +212,14 @@ def test_results_name_the_code_of_every_process_of_a_resumed_run(tmp_path):
     first = make_ctx(tmp_path)
     first.code = "aaa"
     with pytest.raises(KeyboardInterrupt):
-        run_task(Counter(crash_at=15), first)  # checkpoint at 10 written under "aaa"
+        run_toy(Counter(crash_at=15), first)  # checkpoint at 10 written under "aaa"
     second = make_ctx(tmp_path)
     second.code = "bbb"
-    second.write_results(run_task(Counter(), second))
+    second.write_results(run_toy(Counter(), second))
     out = json.loads((tmp_path / "results.json").read_text())
     assert out["code"] == "bbb" and out["code_history"] == ["aaa", "bbb"]
     third = make_ctx(tmp_path / "whole")
     third.code = "ccc"
-    third.write_results(run_task(Counter(), third))
+    third.write_results(run_toy(Counter(), third))
     out = json.loads((tmp_path / "whole" / "results.json").read_text())
     assert out["code"] == "ccc" and "code_history" not in out

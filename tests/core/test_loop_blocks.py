@@ -8,6 +8,7 @@ import torch
 
 from ebmlab.core import graphs
 from ebmlab.core.loop import Cadence, LoopTask, step_spans
+from tests.helpers import run_toy
 
 
 class _FakeCtx:
@@ -69,9 +70,6 @@ class _Sampling(LoopTask):
         state = kernel.init(model, x0)
         return {"runner": ChainRunner(model, kernel, state, ctx.generator, capture=capture)}
 
-    def cadence(self, parts):
-        return self.cad
-
     def step(self, parts, step, ctx):
         return parts["runner"].run(1)
 
@@ -105,17 +103,16 @@ def test_graphed_blocks_through_the_loop_resume_and_equal_eager_blocks(tmp_path,
     and eager blocks give the same results, and a run killed inside a block resumes from its
     checkpoint to the same results (its graphs are captured afresh)."""
     from ebmlab.core import loop
-    from ebmlab.core.loop import run_task
     from tests.core.test_loop import make_ctx
 
     monkeypatch.setattr(loop, "_blocks", lambda task, ctx: callable(getattr(task, "steps", None)))
-    eager = run_task(_Sampling(graphed=False), make_ctx(tmp_path / "eager"))
-    graphed = run_task(_Sampling(graphed=True), make_ctx(tmp_path / "graphed"))
+    eager = run_toy(_Sampling(graphed=False), make_ctx(tmp_path / "eager"))
+    graphed = run_toy(_Sampling(graphed=True), make_ctx(tmp_path / "graphed"))
     assert graphed.pop("replays") == 1 and graphed.pop("captures") == 1  # block 3 replays
     assert {k: v for k, v in eager.items() if k not in ("captures", "replays")} == graphed
     assert graphed["n_grad"] == 1.0  # counts per step, not per block
     with pytest.raises(KeyboardInterrupt):
-        run_task(_Sampling(graphed=True, crash_at=50), make_ctx(tmp_path / "killed"))
-    resumed = run_task(_Sampling(graphed=True), make_ctx(tmp_path / "killed"))
+        run_toy(_Sampling(graphed=True, crash_at=50), make_ctx(tmp_path / "killed"))
+    resumed = run_toy(_Sampling(graphed=True), make_ctx(tmp_path / "killed"))
     resumed.pop("captures"), resumed.pop("replays")
     assert resumed == graphed

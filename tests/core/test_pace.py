@@ -80,8 +80,8 @@ def test_a_paper_scale_run_on_the_cpu_says_so_and_proceeds(tmp_path):
     """Through the entry point: the line on stderr, and the run finishes."""
     from tests.helpers import run_cli
 
-    args = ["experiment=dlp/fig3_ising_sampling", "model.n_side=3", "task.n_steps=30"]
-    args += ["task.eval_every=10"]  # paper scale (the default) with a 3x3 lattice: seconds
+    args = ["experiment=dlp/fig3_ising_sampling", "model.n_side=3", "run.n_steps=30"]
+    args += ["run.eval_every=10"]  # paper scale (the default) with a 3x3 lattice: seconds
     p = run_cli([*args, "device=cpu"], tmp_path / "run")  # scale: paper, the default
     lines = [ln for ln in p.stderr.splitlines() if "paper scale on a CPU" in ln]
     assert len(lines) == 1 and "30 steps; about " in lines[0] and "scale=smoke" in lines[0]

@@ -21,7 +21,7 @@ def test_hamming_ess_matches_the_task(tmp_path):
         "seed=0",
         "task.n_chains=4",
         "task.burn_in=100",
-        "task.n_steps=300",
+        "run.n_steps=300",
         "device=cpu",  # the script drives the task on the CPU: the same chains only there
     ]
     task = run_cli(args, tmp_path / "run").results

@@ -58,7 +58,7 @@ def test_report_reads_a_table_run(tmp_path, monkeypatch):
     script = load_script("ab_max_diagonal")
     W = sparse_w()
     d = solve_diagonal(W, "max", "auto").d
-    run = tmp_path / "ab_target=sparse_high,sampler=ab_max,seed=0,task.n_steps=40000"
+    run = tmp_path / "ab_target=sparse_high,sampler=ab_max,seed=0,run.n_steps=40000"
     Workspace(run).save({"task": {"sampler": {"trick": {"W": W, "D": d}}}})
     metrics = {"ess_n": 155.0, "jump": 0.12, "accept_rate": 0.85, "sigma": 2.0, "alpha": 0.5}
     (run / "results.json").write_text(json.dumps({"metrics": metrics}))

@@ -16,8 +16,9 @@ from tests.helpers import from_conf
 
 
 def cd_learner(**kw) -> GRBMModifiedCD:
-    """conf/learner/grbm_cd.yaml with ``kw`` merged in."""
-    return from_conf("learner/grbm_cd", **kw)
+    """conf/learner/grbm_cd.yaml with ``kw`` merged in; its ``n_epochs`` follows the run's
+    length (``${run.n_steps}``), the GMM toy's 50,000 unless ``kw`` says."""
+    return from_conf("learner/grbm_cd", **{"n_epochs": 50000, **kw})
 
 
 pytestmark = pytest.mark.usefixtures("one_thread")
@@ -217,5 +218,7 @@ def test_yaml_configs_instantiate():
         s = instantiate(OmegaConf.load(conf / f"sampler/{name}.yaml"))
         assert isinstance(s, cls)
         assert getattr(s, "energy_scale", "none") == "none" and s.exact
-    learner = instantiate(OmegaConf.load(conf / "learner/grbm_cd.yaml"))
+    learner = instantiate(
+        OmegaConf.merge(OmegaConf.load(conf / "learner/grbm_cd.yaml"), {"n_epochs": 2})
+    )
     assert learner.cd_steps == 100 and learner.lr == 0.01 and learner.grad_clip == 10.0

@@ -9,10 +9,10 @@ from types import SimpleNamespace
 import pytest
 import torch
 
-from ebmlab.core.loop import Cadence, LoopTask, run_task
+from ebmlab.core.loop import Cadence, LoopTask
 from ebmlab.errors import DivergenceError
 from tests.core.test_loop import make_ctx
-from tests.helpers import from_conf
+from tests.helpers import from_conf, run_toy
 
 
 def _data(n=40, d=9, seed=0):
@@ -80,7 +80,7 @@ class PCDTask(LoopTask):
     checkpoint_keys = ("model", "learner")
 
     def __init__(self, nan_at: int):
-        self.cadence = Cadence(12, 5, 5)
+        self.cad = Cadence(12, 5, 5)
         self.nan_at = nan_at
 
     def build(self, ctx):
@@ -105,6 +105,6 @@ def test_the_loop_reports_the_iteration_a_learner_diverged_at(tmp_path):
     with the error of step 7, and the last checkpoint stays at 5."""
     ctx = make_ctx(tmp_path)
     with pytest.raises(DivergenceError, match="step 7: the PCD loss"):
-        run_task(PCDTask(nan_at=7), ctx)
+        run_toy(PCDTask(nan_at=7), ctx)
     assert ctx.workspace.load()["_run"]["step"] == 5 and ctx.last_good_step == 5
-    assert run_task(PCDTask(nan_at=99), make_ctx(tmp_path / "clean")) == {"ok": 1.0}
+    assert run_toy(PCDTask(nan_at=99), make_ctx(tmp_path / "clean")) == {"ok": 1.0}

@@ -244,9 +244,9 @@ def test_settings_no_claim_selects_are_declared_as_deviations():
 
     claims = [{"id": "x", "experiment": "e", "where": {"sampler": "a"}}]
     short = run("a", 1.0)
-    short["overrides"] = {**short["overrides"], "task.n_steps": "20000", "logger": "none"}
+    short["overrides"] = {**short["overrides"], "run.n_steps": "20000", "logger": "none"}
     out = off_protocol(claims, {"e": [run("a", 2.0), short], "f": [run("b", 1.0)]})
-    assert out == {"e": {"task.n_steps=20000": 1}}  # seed, selected keys, logger are not deviations
+    assert out == {"e": {"run.n_steps=20000": 1}}  # seed, selected keys, logger are not deviations
 
 
 def test_runs_of_a_variant_count_only_for_selectors_that_name_it():
@@ -257,9 +257,9 @@ def test_runs_of_a_variant_count_only_for_selectors_that_name_it():
     variant = run("a", 9.0, seed=1)
     variant["overrides"] = {**variant["overrides"], "learner.objective": "hyvarinen"}
     short = run("a", 3.0, seed=2)
-    short["overrides"] = {**short["overrides"], "task.n_steps": "20000"}
+    short["overrides"] = {**short["overrides"], "run.n_steps": "20000"}
     short2 = run("a", 5.0, seed=3)
-    short2["overrides"] = {**short2["overrides"], "task.n_steps": "20000"}
+    short2["overrides"] = {**short2["overrides"], "run.n_steps": "20000"}
     runs = [variant, short, short2]
     for r in [paper, *runs]:
         r["variant_keys"] = frozenset({"learner.objective"})
@@ -275,8 +275,8 @@ def test_runs_at_the_papers_settings_replace_declared_shorter_ones_never_pool_wi
     none at the paper's are 'not run' with both named, never averaged."""
     c = {"id": "x", "kind": "value", "metric": "m", "paper": 1.0, "tolerance": 0.5}
     full, short, shorter = run("a", 1.0), run("a", 80.0), run("a", 90.0, seed=1)
-    short["overrides"] = {**short["overrides"], "task.n_iters": "2000"}
-    shorter["overrides"] = {**shorter["overrides"], "task.n_iters": "500"}
+    short["overrides"] = {**short["overrides"], "run.n_steps": "2000"}
+    shorter["overrides"] = {**shorter["overrides"], "run.n_steps": "500"}
     swept = run("b", 7.0, seed=1)  # a setting of the experiment's own sweep is not declared
     for r in (full, short, shorter, swept):
         r["sweep_keys"] = frozenset({"sampler"})
@@ -284,7 +284,7 @@ def test_runs_at_the_papers_settings_replace_declared_shorter_ones_never_pool_wi
     assert v.verdict == C.REPRODUCED and v.ours.startswith("1 (n=1)")
     mixed = C.judge({**c, "where": {"sampler": "a"}}, [short, shorter])
     assert mixed.verdict == C.NOT_RUN and mixed.ours == ""
-    assert "task.n_iters=2000 | task.n_iters=500" in mixed.why
+    assert "run.n_steps=2000 | run.n_steps=500" in mixed.why
     spread = {**c, "kind": "less_than", "where": {}, "bound": 100.0, "every_run": True}
     assert C.judge(spread, [full, swept]).verdict == C.REPRODUCED
 
@@ -296,16 +296,16 @@ def test_a_comparison_of_sides_at_different_settings_says_so():
     order["order"] = [{"sampler": "a"}, {"sampler": "b"}]
     a, b = run("a", 1.0), run("b", 2.0)
     a["metrics"]["m_se"] = b["metrics"]["m_se"] = 0.1
-    b["overrides"] = {**b["overrides"], "task.n_iters": "2000"}
+    b["overrides"] = {**b["overrides"], "run.n_steps": "2000"}
     v = C.judge(order, [a, b])
     assert v.verdict == C.REPRODUCED
     assert v.why == (
-        "sides ran at different settings: sampler=a at the paper's; sampler=b at task.n_iters=2000"
+        "sides ran at different settings: sampler=a at the paper's; sampler=b at run.n_steps=2000"
     )
     ratio = {"id": "r", "kind": "ratio", "metric": "m", "paper": 0.5, "rel_tolerance": 0.1}
     ratio.update(numerator={"sampler": "a"}, denominator={"sampler": "b"})
-    assert "sampler=b at task.n_iters=2000" in C.judge(ratio, [a, b]).why
-    a["overrides"] = {**a["overrides"], "task.n_iters": "2000"}
+    assert "sampler=b at run.n_steps=2000" in C.judge(ratio, [a, b]).why
+    a["overrides"] = {**a["overrides"], "run.n_steps": "2000"}
     assert C.judge(order, [a, b]).why == ""
 
 
@@ -317,7 +317,7 @@ def test_a_judged_verdict_names_the_unfinished_runs_meant_for_it():
     order = {"id": "o", "kind": "ordering", "metric": "m", "direction": "lower"}
     order["order"] = [{"sampler": "a"}, {"sampler": "b"}]
     a, b = run("a", 1.0), run("b", 2.0)
-    b["overrides"] = {**b["overrides"], "task.n_iters": "2000"}
+    b["overrides"] = {**b["overrides"], "run.n_steps": "2000"}
     v = C.judge(order, [a, b])
     on_way = {**run("b", 0.0), "run_dir": Path("seed=0"), "unfinished": "parked at step 11,500"}
     failed = {**run("b", 0.0), "run_dir": Path("seed=1"), "failed": "diverged"}
@@ -657,5 +657,5 @@ def test_a_judged_verdict_carries_the_warnings_of_its_runs():
 
 def test_settings_that_never_change_a_number_are_not_declared_deviations():
     r = run("a", 1.0)
-    r["overrides"] = {**r["overrides"], "health.min_accept_rate": "0", "task.n_iters": "10"}
-    assert C.declared(r, {"sampler": "a"}) == (("task.n_iters", "10"),)
+    r["overrides"] = {**r["overrides"], "health.min_accept_rate": "0", "run.n_steps": "10"}
+    assert C.declared(r, {"sampler": "a"}) == (("run.n_steps", "10"),)

@@ -36,7 +36,7 @@ RUNS = [
     run("gwg", 10, math.nan),  # non-finite: not a point
 ]
 SHORT = run("dmala", 5, -1.0, seed=2)  # a declared shorter run: its own line, never pooled
-SHORT["overrides"]["task.n_iters"] = "100"
+SHORT["overrides"]["run.n_steps"] = "100"
 
 
 def test_points_are_means_and_sds_over_seeds_sorted_by_setting():
@@ -48,7 +48,7 @@ def test_points_are_means_and_sds_over_seeds_sorted_by_setting():
     assert p["sampler=gwg"][:2] == ([5.0, 25.0], [-2.0, -3.0])
     q = points([*RUNS, SHORT], "log_rmse", "learner.sampler_steps", ["sampler"])
     assert q["sampler=dmala"][:2] == p["sampler=dmala"][:2]
-    assert q["sampler=dmala, task.n_iters=100"][:2] == ([5.0], [-1.0])
+    assert q["sampler=dmala, run.n_steps=100"][:2] == ([5.0], [-1.0])
 
 
 def test_figure_is_written_and_a_figure_without_points_refuses(tmp_path):

@@ -20,7 +20,7 @@ from ebmlab.runs.records import (
 
 EXP = "grbm/fig1_gmm"
 TITLE = load_claims("grbm")["paper"]
-ISO = "dataset=gmm_iso,grbm_gmm_setting=gibbs,learner.n_epochs=5000"
+ISO = "dataset=gmm_iso,grbm_gmm_setting=gibbs,run.n_steps=5000"
 
 
 def _finished_run(root, name, covered, seed=1234):
@@ -66,7 +66,7 @@ def test_a_recorded_run_is_judged_after_its_run_directory_is_gone(root):
 
 
 def test_a_failed_job_is_recorded_and_named_after_its_directory_is_gone(root):
-    name = "dataset=gmm_iso,grbm_gmm_setting=langevin_wo_adjust,learner.n_epochs=5000"
+    name = "dataset=gmm_iso,grbm_gmm_setting=langevin_wo_adjust,run.n_steps=5000"
     d = sweep_dir(root, EXP, "paper") / name
     (d / ".hydra").mkdir(parents=True)
     (d / ".hydra" / "overrides.yaml").write_text(yaml.safe_dump(name.split(",")))
@@ -102,7 +102,7 @@ def test_a_benchmark_json_is_read_from_its_record_when_the_live_one_is_gone(root
 def test_a_claim_whose_runs_are_gone_is_not_run_and_names_its_sweep(root):
     """No verdict outlives its runs: a claim with runs neither here nor on record is 'not
     run' and says which sweep produces them (no carried-over rows, issue 41)."""
-    name = "dataset=gmm_aniso,grbm_gmm_setting=gibbs,learner.n_epochs=5000"
+    name = "dataset=gmm_aniso,grbm_gmm_setting=gibbs,run.n_steps=5000"
     _finished_run(root, name, 1)
     text = write_report("grbm", "paper", root, root / "r").read_text()
     rows = _rows(text)
@@ -137,7 +137,7 @@ def test_records_only_ignores_live_runs_and_archives_nothing(root):
 def test_a_not_reproduced_claim_without_a_finding_is_named(root, monkeypatch, capsys):
     import ebmlab.report.reproduce as reproduce
 
-    name = "dataset=gmm_aniso,grbm_gmm_setting=gibbs_langevin_wo_adjust,learner.n_epochs=5000"
+    name = "dataset=gmm_aniso,grbm_gmm_setting=gibbs_langevin_wo_adjust,run.n_steps=5000"
     _finished_run(root, name, 3)  # all 3 modes: "collapses to fewer modes" fails
     data = load_claims("grbm")
     claim = "grbm-fig1-aniso-gibbs-langevin-wo-adjust-collapses"
@@ -162,7 +162,7 @@ def test_a_parked_run_resumes_on_a_new_machine_as_if_never_stopped(tmp_path):
     from tests.helpers import assert_same_results, run_cli
     from tests.tasks.test_graph_generation import FIXTURE, TINY_GWG
 
-    args = [*TINY_GWG, f"dataset.data_dir={FIXTURE}", "dataset.n_test=1", "task.n_iters=4"]
+    args = [*TINY_GWG, f"dataset.data_dir={FIXTURE}", "dataset.n_test=1", "run.n_steps=4"]
     full = run_cli(args, tmp_path / "full")
     root = tmp_path / "outputs"
     run = root / "runs" / "gwg"

@@ -69,7 +69,7 @@ def test_dry_run_lists_only_the_runs_not_yet_finished_or_recorded(root, capsys):
         _finished(recorded, f"renamed_{seed}", ["sampler=acs"], seed)
     _finished(sweep_dir(root, EXP, "paper"), "sampler=rwm,seed=0", ["sampler=rwm"], 0)
     # a run at other settings (a shorter run) is not the wanted one
-    _finished(recorded, "short", ["sampler=dmala", "task.n_steps=10"], 0)
+    _finished(recorded, "short", ["sampler=dmala", "run.n_steps=10"], 0)
     parked = sweep_dir(records_root(root) / "parked", EXP, "paper")
     _finished(parked, "sampler=dmala,seed=1", ["sampler=dmala"], 1, parked=True)
 

@@ -149,7 +149,7 @@ def test_adhoc_table_of_any_sweep_directory(root):
 
 def test_runs_of_different_settings_never_share_a_row(root):
     """An override that differs between runs (learner.objective on some) becomes a column;
-    one that every run shares (a declared task.n_steps) and display keys do not."""
+    one that every run shares (a declared run.n_steps) and display keys do not."""
     from ebmlab.report.grouping import row_keys
     from ebmlab.report.tables import markdown_table
 
@@ -160,7 +160,7 @@ def test_runs_of_different_settings_never_share_a_row(root):
             root,
             exp,
             "paper",
-            {"learner": "rm", "seed": seed, "task.n_iters": 50, "logger": "none"},
+            {"learner": "rm", "seed": seed, "run.n_steps": 50, "logger": "none"},
             {"log_rmse": -3.8 - seed},
             config=cfg,
         )
@@ -168,7 +168,7 @@ def test_runs_of_different_settings_never_share_a_row(root):
         root,
         exp,
         "paper",
-        {"learner": "rm", "learner.objective": "hyvarinen", "seed": 0, "task.n_iters": 50},
+        {"learner": "rm", "learner.objective": "hyvarinen", "seed": 0, "run.n_steps": 50},
         {"log_rmse": -4.8},
         config={"learner": {"objective": "hyvarinen"}},
     )
@@ -221,7 +221,7 @@ def test_reproduction_report_keeps_variant_runs_apart(tmp_path, monkeypatch):
         root,
         exp,
         "paper",
-        {"learner": "rmwggis", "seed": 0, "task.n_iters": 500},
+        {"learner": "rmwggis", "seed": 0, "run.n_steps": 500},
         {"log_rmse": -3.99},
         config={"learner": {"objective": "eq3"}},
     )
@@ -238,7 +238,7 @@ def test_reproduction_report_keeps_variant_runs_apart(tmp_path, monkeypatch):
     assert "-3.99 (n=1)" in row and "**reproduced**" in row  # the Hyvarinen run is left out
     row = next(line for line in text.splitlines() if "`variant-order`" in line)
     assert "**reproduced**" in row
-    assert "`task.n_iters=500` (1 runs)" in text
+    assert "`run.n_steps=500` (1 runs)" in text
 
 
 def test_a_curve_label_names_its_numbers_and_leaves_out_what_its_group_lacks():

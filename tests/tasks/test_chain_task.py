@@ -27,7 +27,7 @@ class Parts:
 
 class Toy(ChainTask):
     def __init__(self):
-        self.cadence = Cadence(40, 10, 10)
+        self.cadence = Cadence(40, 10, 10)  # as the loop sets it from run: (no loop here)
 
 
 def _start(sampler_cfg: dict):

@@ -25,12 +25,12 @@ TINY = [
     "scale=smoke",
     "dataset.dim=16",
     "model.hidden_dim=32",
-    "task.n_iters=20",
+    "run.n_steps=20",
     "learner.batch_size=32",
-    "task.log_every=5",
-    "task.eval_every=10",
+    "run.eval_every=5",
+    "task.mmd_every=10",
     "task.heatmap_every=10",
-    "task.checkpoint_every=10",
+    "run.checkpoint_every=10",
     "task.mmd_samples=200",
     "task.gibbs_sweeps=2",
     "task.rm_samples=100",
@@ -73,7 +73,7 @@ def test_end_to_end_pcd_gibbs_without_rm_objective(tmp_path):
         "learner.sampler_steps=2",
         "learner.buffer_size=32",
         "learner.l1=0.0",
-        "task.eval_every=0",
+        "task.mmd_every=0",
         "task.heatmap_every=0",
         "task.rm_samples=0",
     ]
@@ -98,7 +98,7 @@ def test_model_dim_mismatch_is_exit_2(tmp_path):
 
 @pytest.mark.parametrize(
     "override,key",
-    [("task.mmd_samples=1", "mmd_samples"), ("task.eval_every=7", "eval_every")],
+    [("task.mmd_samples=1", "mmd_samples"), ("task.mmd_every=7", "eval_every")],
 )
 def test_bad_task_value_is_exit_2(tmp_path, override, key):
     p = run_cli(TINY + [override], tmp_path / "run", check=False)
@@ -152,7 +152,7 @@ def test_rm_objective_metric_is_eq3_mean():
 def test_an_rbm_is_a_binary_energy_it_accepts(tmp_path):
     """model=rbm (n_visible, not dim) passes the requirements; a wrong n_visible is refused."""
     rbm = [o for o in TINY if not o.startswith("model.")] + ["model=rbm", "model.n_hidden=8"]
-    ok = run_cli(rbm + ["task.n_iters=10"], tmp_path / "a")
+    ok = run_cli(rbm + ["run.n_steps=10"], tmp_path / "a")
     assert (tmp_path / "a" / "results.json").exists(), ok.stderr
     bad = run_cli(rbm + ["model.n_visible=20"], tmp_path / "b", check=False)
     assert bad.returncode == 2 and "model.n_visible" in bad.stderr

@@ -19,7 +19,7 @@ from ebmlab.samplers.base import ChainState
 from ebmlab.samplers.dlp import DMALA
 from ebmlab.samplers.gwg import GWG
 from ebmlab.utils.logging import read_metrics
-from tests.helpers import from_conf, run_cli, run_inprocess
+from tests.helpers import check_before_compute, from_conf, run_cli, run_inprocess
 
 
 def resnet(**kw) -> ResNetEBM:
@@ -201,8 +201,9 @@ def test_acs_pcd_schedule_in_replay_buffer():
 
 
 def test_task_config_errors_name_the_key():
-    with pytest.raises(ConfigError, match="valid_every"):
-        from_conf("task/ebm_learning", log_every=100, valid_every=150)
+    args = ["experiment=dlp/table1_ebm_learning", "run.eval_every=100", "task.valid_every=150"]
+    with pytest.raises(ConfigError, match="task.valid_every: must be 0 or a multiple of run.eval"):
+        check_before_compute(args)
     with pytest.raises(ConfigError, match="ais_step_size"):
         from_conf("task/ebm_learning", ais_sampler="dmala", ais_step_size=0.0)
 

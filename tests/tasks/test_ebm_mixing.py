@@ -23,7 +23,7 @@ def mixing_args(checkpoint, *extra, experiment="acs/fig5_ebm_mixing", n_steps=20
         "model.n_channels=4",
         "model.n_blocks=0",
         "task.n_chains=6",
-        f"task.n_steps={n_steps}",
+        f"run.n_steps={n_steps}",
         "task.n_show=6",
         *extra,
     ]
@@ -87,7 +87,7 @@ def test_ebm_mixing_resumes_exactly_after_a_kill(trained_ebm, tmp_path, kill_at)
     """ACS (tuned in build, again on resume) killed between checkpoints or after the last
     step: every number but the timings is identical to the uninterrupted run."""
     d, _ = trained_ebm
-    args = mixing_args(d, "sampler=acs", "task.checkpoint_every=50", n_steps=100)
+    args = mixing_args(d, "sampler=acs", "run.checkpoint_every=50", n_steps=100)
     full = run_cli(args, tmp_path / "full").results
     env = {"EBMLAB_FAULT_KILL_AT_STEP": str(kill_at)}
     killed = run_cli(args, tmp_path / "kill", env=env, check=False)

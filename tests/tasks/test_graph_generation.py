@@ -19,9 +19,9 @@ TIMINGS = ("seconds", "time_per_iter")
 TINY = [
     "experiment=rmwggis/table2_graphs",
     "scale=smoke",
-    "task.n_iters=3",
-    "task.log_every=1",
-    "task.checkpoint_every=2",
+    "run.n_steps=3",
+    "run.eval_every=1",
+    "run.checkpoint_every=2",
     "task.n_samples=4",
     "task.gen_sweeps=1",
     "task.n_show=2",
@@ -210,7 +210,7 @@ TINY_GWG = [
 @pytest.mark.parametrize("tiny", [TINY, TINY_GWG], ids=["rmwggis", "pcd_gwg"])
 def test_resume_after_kill_matches_uninterrupted(tmp_path, kill_at, tiny):
     """SIGKILL after step ``kill_at``, rerun: the same results as one uninterrupted run."""
-    args = tiny + [f"dataset.data_dir={FIXTURE}", "dataset.n_test=1", "task.n_iters=4"]
+    args = tiny + [f"dataset.data_dir={FIXTURE}", "dataset.n_test=1", "run.n_steps=4"]
     full = run_cli(args, tmp_path / "full").results
     env = {"EBMLAB_FAULT_KILL_AT_STEP": str(kill_at)}
     killed = run_cli(args, tmp_path / "res", env=env, check=False)
@@ -227,7 +227,7 @@ def test_resume_after_kill_matches_uninterrupted(tmp_path, kill_at, tiny):
 
 
 def test_bad_eval_every_is_exit_2(tmp_path):
-    p = run_cli(TINY + ["task.log_every=2", "task.eval_every=3"], tmp_path / "run", check=False)
+    p = run_cli(TINY + ["run.eval_every=2", "task.generate_every=3"], tmp_path / "run", check=False)
     assert p.returncode == 2 and "eval_every" in p.stderr
 
 

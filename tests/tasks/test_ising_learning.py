@@ -24,9 +24,9 @@ def test_ising_learning_rmwggis_end_to_end(tmp_path):
         "dataset.n_side=4",
         "dataset.n_samples=200",
         "dataset.gibbs_steps=2000",
-        "task.n_iters=30",
-        "task.eval_every=10",
-        "task.checkpoint_every=10",
+        "run.n_steps=30",
+        "run.eval_every=10",
+        "run.checkpoint_every=10",
         "learner.batch_size=20",
     ]
     r = run_cli(args, tmp_path / "run").results

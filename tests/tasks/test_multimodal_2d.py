@@ -13,10 +13,10 @@ from ebmlab.errors import ConfigError
 from ebmlab.report.figures import FIGURES
 from ebmlab.runs.rundirs import collect
 from ebmlab.tasks.multimodal_2d import grid_cells, mode_masses
-from tests.helpers import from_conf, run_cli
+from tests.helpers import check_before_compute, from_conf, run_cli
 
 EXP = ["experiment=acs/fig1_toy", "scale=smoke"]
-TINY = ["task.n_chains=8", "task.n_steps=60", "task.log_every=20", "task.checkpoint_every=20"]
+TINY = ["task.n_chains=8", "run.n_steps=60", "run.eval_every=20", "run.checkpoint_every=20"]
 
 # ---------------------------------------------------------------------------------- toy target
 
@@ -63,12 +63,13 @@ def test_toy_rejects_bad_config():
 
 
 def test_task_rejects_bad_config():
-    with pytest.raises(ConfigError, match="burn_in"):
-        from_conf("task/multimodal_2d", n_steps=100, burn_in=100)
+    toy = ["experiment=acs/fig1_toy", "scale=smoke"]
+    with pytest.raises(ConfigError, match=r"task.burn_in: must be < run.n_steps=100"):
+        check_before_compute([*toy, "run.n_steps=100", "task.burn_in=100"])
     with pytest.raises(ConfigError, match="init"):
         from_conf("task/multimodal_2d", init="corner")
-    with pytest.raises(ConfigError, match="log_every"):
-        from_conf("task/multimodal_2d", log_every=0)
+    with pytest.raises(ConfigError, match="run.eval_every: must be an integer >= 1"):
+        check_before_compute([*toy, "run.eval_every=0"])
 
 
 # ---------------------------------------------------------------------------------- end to end

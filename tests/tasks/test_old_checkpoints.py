@@ -26,11 +26,11 @@ from tests.tasks.test_grbm_images import tiny_fashion
 FIXTURES = REPO / "tests" / "fixtures" / "checkpoints"
 FIX = REPO / "tests" / "fixtures" / "images"
 RBM_ACS = ["experiment=acs/table1_rbm_learning_acs", "scale=smoke", "dataset=static_mnist"]
-RBM_ACS += [f"dataset.data_dir={FIX}", "model.n_hidden=8", "task.n_iters=20", "task.n_show=4"]
-RBM_ACS += ["learner.buffer_size=10", "learner.batch_size=10", "task.checkpoint_every=5"]
+RBM_ACS += [f"dataset.data_dir={FIX}", "model.n_hidden=8", "run.n_steps=20", "task.n_show=4"]
+RBM_ACS += ["learner.buffer_size=10", "learner.batch_size=10", "run.checkpoint_every=5"]
 # the parked paper-scale run's learner (exact RM, Hyvarinen objective) on 4 tiny iterations
-GRAPH_RM = [a for a in TINY_GRAPHS if not a.startswith(("learner.s=", "task.n_iters="))]
-GRAPH_RM += [f"dataset.data_dir={CITESEER}", "dataset.n_test=1", "task.n_iters=4"]
+GRAPH_RM = [a for a in TINY_GRAPHS if not a.startswith(("learner.s=", "run.n_steps="))]
+GRAPH_RM += [f"dataset.data_dir={CITESEER}", "dataset.n_test=1", "run.n_steps=4"]
 GRAPH_RM += ["learner=rm", "learner.objective=hyvarinen"]
 TIMINGS = ("seconds", "time_per_iter")
 

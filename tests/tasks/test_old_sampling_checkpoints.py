@@ -20,18 +20,18 @@ FIX = REPO / "tests" / "fixtures" / "images"
 CASES = {
     "ising_gwg": [
         "experiment=dlp/fig3_ising_sampling", "scale=smoke", "model.n_side=3",
-        "task.n_steps=80", "task.checkpoint_every=40", "task.n_chains=4", "sampler=gwg",
+        "run.n_steps=80", "run.checkpoint_every=40", "task.n_chains=4", "sampler=gwg",
     ],
     "toy_acs": [  # ACS with fixed schedules (tune: false), at cycle position 40 mod 20
         "experiment=acs/fig1_toy", "scale=smoke", "sampler=acs", "model.spacing=10",
-        "task.mode_radius=3", "task.n_chains=8", "task.n_steps=80", "task.log_every=20",
-        "task.checkpoint_every=40",
+        "task.mode_radius=3", "task.n_chains=8", "run.n_steps=80", "run.eval_every=20",
+        "run.checkpoint_every=40",
     ],
     "rbm_acs_tuned": [  # ACS tuned before the run (Algorithm 2), sampling at step 40 of 60
         "experiment=dlp/fig4_rbm_sampling", "scale=smoke", f"dataset.data_dir={FIX}",
         "model.n_hidden=8", "task.gt_steps=20", "task.gt_n_ref=20", "task.gt_n_floor=10",
         "sampler=acs", "task.n_chains=4", "task.ess_chains=1", "task.n_show=0",
-        "task.n_steps=60", "task.checkpoint_every=20", "sampler.tune_budget=40",
+        "run.n_steps=60", "run.checkpoint_every=20", "sampler.tune_budget=40",
         "sampler.burnin_steps=5", "sampler.burnin_mh_steps=0", "sampler.steps_per_cycle=4",
         "sampler.alpha_candidates=3", "sampler.beta_candidates=2",
     ],

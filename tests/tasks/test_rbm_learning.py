@@ -15,11 +15,11 @@ from ebmlab.learning.acs_pcd import ACSPCD
 from ebmlab.models.rbm import BernoulliRBM
 from ebmlab.samplers.acs import ACS
 from ebmlab.samplers.dlp import DMALA
-from tests.helpers import REPO, from_conf, run_cli
+from tests.helpers import REPO, check_before_compute, from_conf, run_cli
 
 FIX = REPO / "tests" / "fixtures" / "images"
 EXP = ["experiment=acs/table1_rbm_learning", "scale=smoke", "dataset=static_mnist"]
-TINY = [f"dataset.data_dir={FIX}", "model.n_hidden=8", "task.n_iters=20", "task.n_show=4"]
+TINY = [f"dataset.data_dir={FIX}", "model.n_hidden=8", "run.n_steps=20", "task.n_show=4"]
 TINY += ["learner.buffer_size=10", "learner.batch_size=10"]
 
 
@@ -68,8 +68,9 @@ def test_acs_pcd_rejects_other_samplers(gen):
 
 
 def test_task_config_errors_name_the_key():
-    with pytest.raises(ConfigError, match="ais_every"):
-        from_conf("task/rbm_learning", eval_every=100, ais_every=150)
+    args = ["experiment=acs/table1_rbm_learning", "run.eval_every=100", "task.ais_every=150"]
+    with pytest.raises(ConfigError, match="task.ais_every: must be 0 or a multiple of run.eval"):
+        check_before_compute(args)
     with pytest.raises(ConfigError, match="train_n"):
         from_conf("task/rbm_learning", train_n=0)
     with pytest.raises(ConfigError, match="ais_groups"):
@@ -83,7 +84,7 @@ def test_task_config_errors_name_the_key():
 def test_rbm_learning_cli_ais_close_to_exact(tmp_path):
     """Tiny RBM (8 hidden units): the task's AIS log Z / test LL match exact enumeration, and a
     running AIS is logged at every ais_every-th evaluation before the last."""
-    args = [*EXP, *TINY, "sampler=gwg", "task.ais_temps=500", "task.eval_every=5"]
+    args = [*EXP, *TINY, "sampler=gwg", "task.ais_temps=500", "run.eval_every=5"]
     p = run_cli([*args, "task.ais_every=10", "task.ais_every_temps=50"], tmp_path / "run")
     r = p.results
     assert math.isfinite(r["test_ll"]) and r["n_iters"] == 20 and r["log_prob_evals_per_step"] == 11
@@ -101,7 +102,7 @@ def test_rbm_learning_cli_ais_close_to_exact(tmp_path):
 def test_final_ais_repeats_with_more_temperatures_while_its_groups_disagree(tmp_path):
     """A spread bound no AIS meets doubles the temperatures up to ais_temps_max (says so on
     stderr and reports the temperatures used); a loose bound keeps the first AIS."""
-    args = [*EXP, *TINY, "sampler=gwg", "task.n_iters=5", "task.eval_every=5"]
+    args = [*EXP, *TINY, "sampler=gwg", "run.n_steps=5", "run.eval_every=5"]
     strict = ["task.ais_temps=3", "task.ais_temps_max=10", "task.ais_spread_max=1e-9"]
     p = run_cli([*args, *strict], tmp_path / "strict")
     assert p.results["ais_temps"] == 10  # 3 -> 6 -> 10 (capped)
@@ -127,7 +128,7 @@ def test_rbm_learning_acs_cli(tmp_path):
 @pytest.mark.slow
 @pytest.mark.parametrize("kill_at", [13, 20], ids=["mid_run", "after_last_checkpoint"])
 def test_rbm_learning_resume_after_sigkill_is_exact(tmp_path, kill_at):
-    args = [*EXP, *TINY, "task.ais_temps=200", "task.eval_every=5", "task.checkpoint_every=10"]
+    args = [*EXP, *TINY, "task.ais_temps=200", "run.eval_every=5", "run.checkpoint_every=10"]
     clean = run_cli(args, tmp_path / "clean").results
     env = {"EBMLAB_FAULT_KILL_AT_STEP": str(kill_at)}
     killed = run_cli(args, tmp_path / "killed", check=False, env=env)

@@ -26,7 +26,7 @@ def _log_mmd_rows(run: Path) -> list[dict]:
 def test_rbm_sampling_cli_mode_init(tmp_path):
     """Tiny end-to-end run: CD-trained RBM on the fixture MNIST, mode init, DMALA."""
     cache = tmp_path / "cache"
-    args = ["task.init=mode", "task.n_steps=60", "task.gt_steps=30", "task.n_chains=8"]
+    args = ["task.init=mode", "run.n_steps=60", "task.gt_steps=30", "task.n_chains=8"]
     p = run_cli([*TINY, *args, "task.ess_chains=2", "task.n_show=8"], tmp_path / "run", cache)
     r = p.results
     assert r["train_split"] == "train"  # the fixture folder has MNIST training files
@@ -68,8 +68,8 @@ def test_rbm_sampling_resume_matches_uninterrupted(tmp_path, sampler):
     """Killed after step 50 (checkpoint at 40): the resumed run gives the uninterrupted run's
     numbers; ACS is tuned (300 steps) before step 0 and its schedule restored on resume."""
     args = [*TINY, f"sampler={sampler}", "task.n_chains=8", "task.n_show=0"]
-    args += ["task.n_steps=300", "task.checkpoint_every=40"] if sampler == "acs" else []
-    args += ["task.n_steps=80", "task.checkpoint_every=40"] if sampler != "acs" else []
+    args += ["run.n_steps=300", "run.checkpoint_every=40"] if sampler == "acs" else []
+    args += ["run.n_steps=80", "run.checkpoint_every=40"] if sampler != "acs" else []
     cache = tmp_path / "cache"
     full = run_cli(args, tmp_path / "full", cache=cache).results
     env = {"EBMLAB_FAULT_KILL_AT_STEP": "50"}

@@ -13,7 +13,13 @@ import torch
 from ebmlab.errors import ConfigError
 from ebmlab.metrics.ess import ess_1d, ess_per_queries
 from ebmlab.utils.logging import read_metrics
-from tests.helpers import assert_same_results, from_conf, run_cli, run_inprocess
+from tests.helpers import (
+    assert_same_results,
+    check_before_compute,
+    from_conf,
+    run_cli,
+    run_inprocess,
+)
 
 # ---------------------------------------------------------------------------------- ESS_n
 
@@ -40,12 +46,13 @@ def test_ess_n_on_ar1_chains_matches_the_analytic_value(gen):
 
 
 def test_sampler_ess_validates_its_config():
-    with pytest.raises(ConfigError, match="burn_in"):
-        from_conf("task/sampler_ess", n_steps=100, burn_in=98)
+    ess = ["experiment=ab/tables1to5_ess", "scale=smoke"]
+    with pytest.raises(ConfigError, match=r"task.burn_in: must be in \[0, run.n_steps - 4\]"):
+        check_before_compute([*ess, "run.n_steps=100", "task.burn_in=98"])
     with pytest.raises(ConfigError, match="tune_accept"):
         from_conf("task/sampler_ess", tune_accept=1.5)
     with pytest.raises(ConfigError, match="tune_accept"):
-        from_conf("task/sampler_ess", n_steps=100, burn_in=0, tune_accept=0.5)
+        from_conf("task/sampler_ess", burn_in=0, tune_accept=0.5)
     with pytest.raises(ConfigError, match="tune_attr"):  # tunes the step size, nothing else
         from_conf("task/sampler_ess", tune_attr="radius")
 
@@ -53,7 +60,7 @@ def test_sampler_ess_validates_its_config():
 # ---------------------------------------------------------------------------------- end to end
 
 ESS = ["experiment=ab/tables1to5_ess", "scale=smoke"]
-ESS_TINY = ["task.n_chains=4", "task.n_steps=300", "task.burn_in=100", "task.log_every=50"]
+ESS_TINY = ["task.n_chains=4", "run.n_steps=300", "task.burn_in=100", "run.eval_every=50"]
 
 
 def test_sampler_ess_end_to_end_dmala_tuned_on_small_ising(tmp_path):
@@ -146,7 +153,7 @@ def test_sampler_ess_resumes_bit_for_bit_after_a_kill(tmp_path, kill_at):
         "model.n_side=4",
         "sampler=dmala",
         "task.tune_accept=0.574",
-        "task.checkpoint_every=100",
+        "run.checkpoint_every=100",
         *ESS_TINY,
     ]
     full = run_cli(args, tmp_path / "full").results
@@ -186,7 +193,7 @@ def test_sampler_ess_resumed_mid_warm_up_continues_it_and_reruns_none(
     from ebmlab.samplers.ab.adapt import ABAdaptation, BurnInW
     from ebmlab.samplers.acceptance_tuning import AcceptanceTuning
 
-    args = [*ESS, "model.n_side=4", *sampler, *ESS_TINY, "task.checkpoint_every=20"]
+    args = [*ESS, "model.n_side=4", *sampler, *ESS_TINY, "run.checkpoint_every=20"]
     env = {"EBMLAB_FAULT_KILL_AT_STEP": str(kill_at)}
     killed = run_cli(args, tmp_path / "kill", env=env, check=False)
     assert killed.returncode != 0 and killed.results is None
@@ -206,8 +213,8 @@ def test_sampler_ess_resumed_mid_warm_up_continues_it_and_reruns_none(
     assert_same_results(resumed["metrics"], full["metrics"])
 
 
-OLD = ["model.n_side=4", "task.n_chains=4", "task.n_steps=300", "task.burn_in=200"]
-OLD += ["task.log_every=50", "task.checkpoint_every=40"]
+OLD = ["model.n_side=4", "task.n_chains=4", "run.n_steps=300", "task.burn_in=200"]
+OLD += ["run.eval_every=50", "run.checkpoint_every=40"]
 
 
 @pytest.mark.slow

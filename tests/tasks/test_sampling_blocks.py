@@ -137,9 +137,9 @@ ISING = [
     "scale=smoke",
     "model.n_side=3",
     "task.n_chains=6",
-    "task.n_steps=120",
-    "task.eval_every=20",
-    "task.checkpoint_every=40",
+    "run.n_steps=120",
+    "run.eval_every=20",
+    "run.checkpoint_every=40",
 ]
 
 
@@ -185,9 +185,9 @@ RBM = [
     "task.gt_n_floor=10",
     "task.n_chains=6",
     "task.ess_chains=4",
-    "task.n_steps=120",
-    "task.eval_every=20",
-    "task.checkpoint_every=40",
+    "run.n_steps=120",
+    "run.eval_every=20",
+    "run.checkpoint_every=40",
     "task.n_show=0",
 ]
 
@@ -212,10 +212,10 @@ ESS = [
     "experiment=ab/tables1to5_ess",
     "scale=smoke",
     "task.n_chains=4",
-    "task.n_steps=120",
+    "run.n_steps=120",
     "task.burn_in=30",
-    "task.log_every=20",
-    "task.checkpoint_every=40",
+    "run.eval_every=20",
+    "run.checkpoint_every=40",
 ]
 
 
@@ -262,10 +262,10 @@ TOY = [
     "experiment=acs/fig1_toy",
     "scale=smoke",
     "task.n_chains=6",
-    "task.n_steps=120",
+    "run.n_steps=120",
     "task.burn_in=30",  # inside the block 21..40: its first 10 steps are not counted
-    "task.log_every=20",
-    "task.checkpoint_every=40",
+    "run.eval_every=20",
+    "run.checkpoint_every=40",
 ]
 
 

@@ -18,7 +18,7 @@ ARGS = [
     "experiment=acs/fig1_toy", "scale=smoke", "sampler=acs", "sampler.tune=true",
     "sampler.tune_budget=40", "sampler.burnin_steps=5", "sampler.burnin_mh_steps=0",
     "sampler.steps_per_cycle=4", "sampler.alpha_candidates=3", "sampler.beta_candidates=2",
-    "task.n_chains=8", "task.n_steps=120", "task.log_every=20", "task.checkpoint_every=40",
+    "task.n_chains=8", "run.n_steps=120", "run.eval_every=20", "run.checkpoint_every=40",
 ]  # fmt: skip
 
 # the entry point with every tuning proposal (the tuner's kernel_step) counted in a file

@@ -244,7 +244,7 @@ def test_a_run_sends_its_labels_config_and_figures(tmp_path, monkeypatch, fake_w
 
     run_dir = tmp_path / "run"
     args = ["experiment=dlp/fig3_ising_sampling", "scale=smoke", "sampler=dmala"]
-    args += ["model.n_side=3", "task.n_steps=60"]
+    args += ["model.n_side=3", "run.n_steps=60"]
     assert run_inprocess(args, run_dir, monkeypatch, logger="wandb") == 0
     (run,) = fake_wandb
     assert run.init["name"] == f"dlp/fig3_ising_sampling/smoke/{run_dir.name}"
