@@ -18,7 +18,7 @@ from ebmlab.report import claims as C
 from ebmlab.report.reproduce import selectors
 
 CONF = C.REPO / "conf"
-NODES = ("task", "model", "dataset", "sampler", "learner")  # roots of dotted selector keys
+NODES = ("run", "task", "model", "dataset", "sampler", "learner")  # roots of dotted selector keys
 _ABSENT = object()
 
 
