@@ -552,7 +552,7 @@ def test_a_refused_sweep_job_leaves_its_directory_alone(tmp_path):
     (job,) = [p for p in sweep.iterdir() if p.is_dir()]
     status = (job / "status.json").read_bytes()
     cfg = json.loads((job / "run_config.json").read_text())
-    cfg["config"]["task"]["n_steps"] = 40  # a directory that now belongs to another config
+    cfg["config"]["run"]["n_steps"] = 40  # a directory that now belongs to another config
     from ebmlab.utils.rundir import _hash
 
     cfg["hash"] = _hash(cfg["config"])

@@ -274,7 +274,7 @@ def main(argv: list[str] | None = None) -> None:
     OUT.mkdir(parents=True, exist_ok=True)
     path_json = OUT / "results.json"
     done = json.loads(path_json.read_text()) if path_json.exists() else {}
-    name = label(run, int(task["n_iters"]))
+    name = label(run, int(run["config"]["run"]["n_steps"]))
     for path in a.checkpoints or [Path(resolve_checkpoint(str(a.run)))]:
         model, step = load_model(run, Path(path))
         split = objective_split(run, model, data)  # deterministic: refreshes older rows too

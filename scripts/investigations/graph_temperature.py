@@ -56,7 +56,7 @@ def label(run: dict, step: int) -> str:
         # the variant is a setting of the sampled estimators only; full RM is exact
         variant = lr.get("variant", "") if lr.get("estimator") != "full" else "(exact)"
         name = f"{choices.get('learner', '?')} {lr.get('objective', 'eq3')} {variant}"
-    n = int(cfg["task"]["n_iters"])
+    n = int(cfg["run"]["n_steps"])
     at = f"{n:,} iterations" if step == n else f"iteration {step:,} of {n:,}"
     return f"{name.strip()}, seed {run['seed']}, {at}"
 
@@ -64,7 +64,8 @@ def label(run: dict, step: int) -> str:
 def load_run(run_dir: Path):
     """(run record, loaded dataset) of a graph-generation run, finished or not."""
     found = [r for r in collect(run_dir) + collect_unfinished(run_dir) if r["run_dir"] == run_dir]
-    if not found or "n_iters" not in found[0]["config"].get("task", {}):
+    target = found[0]["config"].get("task", {}).get("_target_", "") if found else ""
+    if not target.endswith(".GraphGeneration"):
         raise SystemExit(f"{run_dir}: not a graph_generation run directory (no run_config.json)")
     run = found[0]
     choices, cfg = compose_job([f"{k}={v}" for k, v in run["overrides"].items()])  # as the run was
@@ -79,7 +80,7 @@ def load_model(run: dict, path: Path):
     load_trained_weights(model, path, use_ema=False)
     model.eval()
     ck = torch.load(path, map_location="cpu", weights_only=True)
-    step = ck.get("_run", {}).get("step", run["config"]["task"]["n_iters"])
+    step = ck.get("_run", {}).get("step", run["config"]["run"]["n_steps"])
     return model, int(step)
 
 
@@ -195,7 +196,7 @@ def main(argv: list[str] | None = None) -> None:
                     continue
                 t0 = time.perf_counter()
                 r = draw(run, model, data, beta, a.samples, a.seed)
-                n_iters = int(run["config"]["task"]["n_iters"])
+                n_iters = int(run["config"]["run"]["n_steps"])
                 done[key] = {**r, "run": label(run, n_iters), "step": step, "n_iters": n_iters}
                 print(
                     f"{key}: {r['edges']:.1f} edges, avg MMD {r['avg']:.4f} "

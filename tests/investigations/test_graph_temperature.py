@@ -72,7 +72,8 @@ def test_checkpoints_of_one_run_are_rows_named_by_their_iteration(tmp_path, monk
 def test_rows_name_the_buffer_reinit_of_a_pcd_run():
     """Runs that differ only in their buffer re-initialisation get different row names."""
     label = load_script("graph_temperature").label
-    run = {"config": {"task": {"n_iters": 5000}}, "choices": {"sampler": "gwg"}, "seed": 0}
+    config = {"task": {}, "run": {"n_steps": 5000}}
+    run = {"config": config, "choices": {"sampler": "gwg"}, "seed": 0}
     assert label(run, 5000) == "EBM(GWG), seed 0, 5,000 iterations"
     run["config"]["task"]["buffer_reinit"] = 0.2
     assert label(run, 4600) == "EBM(GWG, re-init 0.2), seed 0, iteration 4,600 of 5,000"
@@ -81,7 +82,8 @@ def test_rows_name_the_buffer_reinit_of_a_pcd_run():
 def test_rows_name_the_variant_of_sampled_ratio_matching_only():
     label = load_script("graph_temperature").label
     lr = {"objective": "hyvarinen", "variant": "advanced", "estimator": "full"}
-    run = {"config": {"task": {"n_iters": 20}, "learner": lr}, "choices": {"learner": "rm"}}
+    config = {"task": {}, "run": {"n_steps": 20}, "learner": lr}
+    run = {"config": config, "choices": {"learner": "rm"}}
     run["seed"] = 0
     assert label(run, 20) == "rm hyvarinen (exact), seed 0, 20 iterations"
     run["choices"]["learner"], lr["estimator"], lr["variant"] = "rmwggis", "ggis", "basic"
