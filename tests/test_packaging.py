@@ -148,7 +148,7 @@ def test_options_in_a_searchpath_folder_pass_the_precheck(tmp_path, monkeypatch,
 @pytest.mark.parametrize(
     ("argv", "key", "hint"),
     [
-        (["task.n_iter=5"], "task.n_iter", "did you mean run.n_steps?"),
+        (["run.n_step=5"], "run.n_step", "did you mean run.n_steps?"),
         (["sampler=dmala", "sampler.stepsize=0.3"], "sampler.stepsize", "sampler.step_size"),
         (["-m", "seed=0,1", "sedd=1"], "sedd", "did you mean seed?"),
     ],

@@ -38,6 +38,7 @@ from types import SimpleNamespace
 import torch
 from tqdm import tqdm
 
+from ebmlab.core.loop import Cadence
 from ebmlab.metrics.ess import ess_1d, ess_per_dim, ess_per_queries, hamming_to_reference
 from ebmlab.utils.config import build, compose_job
 from ebmlab.utils.seeding import make_generator
@@ -62,6 +63,7 @@ def run_one(target: str, sampler: str, chains: int, burn_in: int, steps: int, se
     ]
     _, cfg = compose_job(overrides)
     task = build(cfg.task, "task")
+    task.cadence = Cadence.from_config(cfg.run)  # as the loop sets it
     dev = torch.device("cpu")
     t0 = time.perf_counter()
     ctx = SimpleNamespace(
@@ -123,7 +125,8 @@ def table_runs(target: str) -> list[dict]:
     _, cfg = compose_job(["experiment=ab/tables1to5_ess", "scale=paper", f"ab_target={target}"])
     model = build(cfg.model, "model")
     rows = []
-    for d in sorted(TABLE_RUNS.glob(f"ab_target={target},sampler=*,seed=0,run.n_steps=40000")):
+    # run.n_steps=40000 (task.n_steps=40000 in directories made before issue 44)
+    for d in sorted(TABLE_RUNS.glob(f"ab_target={target},sampler=*,seed=0,*.n_steps=40000")):
         ck, res = Workspace(d).load(), d / "results.json"
         if not isinstance(ck, dict) or not res.exists():
             continue

@@ -119,7 +119,9 @@ def read_run(run_dir: Path) -> dict | None:
 
 
 def run_dir(target: str, sampler: str) -> Path:
-    return TABLE_RUNS / f"ab_target={target},sampler={sampler},seed=0,run.n_steps=40000"
+    name = f"ab_target={target},sampler={sampler},seed=0,run.n_steps=40000"
+    old = TABLE_RUNS / name.replace("run.n_steps", "task.n_steps")  # made before issue 44
+    return old if old.is_dir() else TABLE_RUNS / name
 
 
 def investigate(targets: list[str]) -> list[dict]:
