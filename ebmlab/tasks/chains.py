@@ -65,9 +65,9 @@ class Chains:
 
 class ChainTask(LoopTask):
     """A LoopTask on one set of chains (``parts.chains``); the loop sets ``self.cadence``
-    (``run:``) before ``build``. Subclasses call :meth:`build_sampler` early in ``build`` (its budget
-    check comes before any compute), :meth:`start_chains` once the model and start are
-    known, and :meth:`advance` in ``step``."""
+    (``run:``) before ``build``. Subclasses call :meth:`build_sampler` early in ``build``
+    (its budget check comes before any compute), :meth:`start_chains` once the model and
+    start are known, and :meth:`advance` in ``step``."""
 
     reports_sampler_cost = True
 
