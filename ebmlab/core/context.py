@@ -233,6 +233,11 @@ class RunContext:
         self.logger.log_figure(name, path, step)
         return path
 
+    def save_figures(self, figs: dict, step: int = 0) -> None:
+        """:meth:`save_figure` of each figure in ``figs`` (name -> figure)."""
+        for name, fig in figs.items():
+            self.save_figure(fig, name, step)
+
     def write_results(self, results: dict) -> Path:
         meta = {
             "task": self.choices.get("task"),
