@@ -217,3 +217,13 @@ def graph_mmd(graphs_a: Sequence[nx.Graph], graphs_b: Sequence[nx.Graph]) -> dic
     }
     out["avg"] = (out["degree"] + out["clustering"] + out["orbit"]) / 3.0
     return out
+
+
+def generated_graph_stats(graphs: Sequence[nx.Graph]) -> dict[str, float]:
+    """Mean nodes, edges and connected fraction of generated graphs (``gen_*``)."""
+    n = len(graphs)
+    return {
+        "gen_nodes": sum(h.number_of_nodes() for h in graphs) / n,
+        "gen_edges": sum(h.number_of_edges() for h in graphs) / n,
+        "gen_connected": sum(nx.is_connected(h) for h in graphs) / n,
+    }

@@ -83,6 +83,15 @@ def _scores(rows: list[dict], title: str):
     return side_by_side(panels, title)
 
 
+def method_label(learner_name: str, sampler_name: str, learner) -> str:
+    """The learner as titles name it: PCD by its sampler, ratio matching by its objective
+    (when not Eq. 3) and estimator (when not the full sum: variant and s)."""
+    if learner.needs_sampler:
+        return f"{learner_name} ({sampler_name})"
+    name = learner_name if learner.objective == "eq3" else f"{learner_name} ({learner.objective})"
+    return name if learner.estimator == "full" else f"{name} {learner.variant}, s={learner.s}"
+
+
 def run_figures(
     snaps, bound: float, pairs: dict, evals: list[dict], title: str, scale: str, sweeps: int
 ) -> dict:

@@ -4,15 +4,12 @@ Fig. 1, 2, 4).
 An energy (model=mlp_energy) learns a toy density encoded as d bits (dataset=synthetic_2d)
 by ratio matching (learner=rm | rmwggis | rmwrand) or by PCD with a sampler (learner=pcd).
 One loop step is one learner ``update`` on ``learner.batch_size`` FRESH data points (the
-data are a stream). Training scalars are logged every ``run.eval_every`` steps; every
-``mmd_every`` steps and at the end: ``mmd`` (Table 1), the unbiased MMD^2 (linear kernel
-d - Hamming) between ``mmd_samples`` model samples (``gibbs_sweeps`` Gibbs sweeps from
-uniform bits) and as many fresh true samples; ``rm_objective`` (Table 4), the full Eq. (3)
-on ``rm_samples`` fresh points. Either is left out of the results when its size is 0 (the
-final ``mmd`` comes with ``mmd_se``, its standard error over the two sample sets), and
-``accept_rate`` (the last iteration's) unless the learner has a sampler. Heat maps of
-exp(-E) over [-b, b]^2 (Fig. 1; every ``heatmap_every`` steps for Fig. 4) go to figures
-and ``heatmap.npz`` (for the cross-run grids of ``python -m ebmlab.report``).
+data are a stream). Every ``mmd_every`` steps and at the end: ``mmd`` (Table 1), the unbiased
+MMD^2 (linear kernel d - Hamming) between ``mmd_samples`` model samples (``gibbs_sweeps``
+Gibbs sweeps from uniform bits) and as many fresh true samples (the final one with
+``mmd_se``); ``rm_objective`` (Table 4), the full Eq. (3) on ``rm_samples`` fresh points;
+either left out when its size is 0. Heat maps of exp(-E) over [-b, b]^2 (Fig. 1; every
+``heatmap_every`` steps for Fig. 4) go to figures and ``heatmap.npz``.
 """
 
 from __future__ import annotations
@@ -21,43 +18,29 @@ from dataclasses import dataclass, field
 
 import torch
 from hydra.utils import get_object
-from omegaconf import OmegaConf
 from torch import Tensor
 
-from ebmlab.core.chain import ChainRunner
 from ebmlab.core.loop import LoopTask, Requirement
 from ebmlab.data.synthetic_2d import Synthetic2D
 from ebmlab.errors import check, check_at_least
-from ebmlab.learning.pcd import PCD
+from ebmlab.learning.gibbs_generation import gibbs_samples
 from ebmlab.learning.ratio_matching import ratio_matching_loss
-from ebmlab.learning.ratio_matching_learner import RatioMatchingLearner
 from ebmlab.metrics.density_2d import log_density_grid
 from ebmlab.metrics.mmd import mmd2_linear_hamming_unbiased, mmd2_linear_hamming_unbiased_se
 from ebmlab.models.base import EnergyModel
 from ebmlab.plotting import density_modeling as figures
-from ebmlab.samplers.gibbs import SweepGibbs
+from ebmlab.tasks import ratio_matching_or_pcd as rm_or_pcd
 from ebmlab.utils.memory import learner_batch_bytes
 
 _EVAL_CHUNK = 16384  # rows per forward over all n*d neighbours / the grid (memory only)
 SCORES = {"mmd", "rm_objective"}
-LEARNERS = (RatioMatchingLearner, PCD)
-
-
-def gibbs_samples(model, x0: Tensor, sweeps: int, generator: torch.Generator) -> Tensor:
-    """``sweeps`` systematic Gibbs sweeps from ``x0`` (the model in eval mode meanwhile)."""
-    sampler, was_training = SweepGibbs(), model.training
-    model.eval()
-    runner = ChainRunner(model, sampler, sampler.init(model, x0), generator)
-    runner.run(sweeps)
-    model.train(was_training)
-    return runner.state.x
 
 
 @dataclass
 class Parts:
     model: EnergyModel
     data: Synthetic2D
-    learner: RatioMatchingLearner | PCD
+    learner: object  # RatioMatchingLearner | PCD
     data_gen: torch.Generator  # draws the data stream (on the CPU)
     grid: Tensor  # grid bits [r * r, d]
     snaps: list = field(default_factory=list)  # (step, log density over the grid)
@@ -74,7 +57,7 @@ class DensityModeling(LoopTask):
     requires = {
         "dataset": Requirement(Synthetic2D, "a Gray-coded 2-D dataset (dataset=synthetic_2d)"),
         "model": Requirement(EnergyModel, "a binary energy (model=mlp_energy or rbm)"),
-        "learner": Requirement(LEARNERS, "a ratio matching learner (rm, rmwggis, rmwrand) or pcd"),
+        "learner": rm_or_pcd.LEARNER,
     }
     checkpoint_keys = ("model", "learner", "snaps", "data_gen", "last", "final")
     periods = ("mmd_every",)
@@ -100,26 +83,18 @@ class DensityModeling(LoopTask):
         if key is not None:
             got, want = cfg.model[key], cfg.dataset.dim
             check(got == want, f"model.{key}", f"must be {want} (dataset.dim) (got {got})")
-        needs_sampler = get_object(cfg.learner._target_).needs_sampler
-        msg = "a PCD learner needs a sampler (e.g. sampler=gwg)"
-        check(not needs_sampler or OmegaConf.select(cfg, "sampler._target_"), "sampler", msg)
+        rm_or_pcd.check_learner_sampler(cfg)
 
     def memory_estimate(self, cfg) -> dict[str, int]:
         d, r, n = int(cfg.dataset.dim), self.heatmap_resolution, self.mmd_samples
-        rm_rows = min(self.rm_samples * d, _EVAL_CHUNK)
         width = int(cfg.model.get("hidden_dim", 1) or 1)  # activations per input row
-        return {
-            "grid": r * r * d * 4,
-            "mmd_sets": 2 * n * d * 4,
-            "rm_rows": rm_rows * d * 4,
-            **learner_batch_bytes(cfg.get("learner"), d, 4 + width // d),
-        }
+        sizes = {"grid": r * r * d * 4, "mmd_sets": 2 * n * d * 4}
+        sizes["rm_rows"] = min(self.rm_samples * d, _EVAL_CHUNK) * d * 4
+        return {**sizes, **learner_batch_bytes(cfg.get("learner"), d, 4 + width // d)}
 
     def build(self, ctx) -> Parts:
         data, model = ctx.build("dataset"), ctx.build("model").to(ctx.device)
-        learner = ctx.build("learner")
-        sampler = ctx.build("sampler") if learner.needs_sampler else None
-        g, dev = ctx.generator, ctx.device
+        (learner, sampler), g, dev = rm_or_pcd.build_learner(ctx), ctx.generator, ctx.device
         # the data stream is drawn on the CPU: the run generator if it is a CPU one
         data_gen = g if g.device.type == "cpu" else torch.Generator().manual_seed(ctx.cfg.seed + 1)
         grid = data.grid_bits(self.heatmap_resolution, self.heatmap_bound)[0].to(dev)
@@ -135,8 +110,9 @@ class DensityModeling(LoopTask):
     def step(self, p: Parts, step: int, ctx) -> dict:
         batch = p.data.sample(p.learner.batch_size, p.data_gen).to(ctx.device)
         p.last = p.learner.update(p.model, batch, ctx.generator)
-        if self.heatmap_every and step % self.heatmap_every == 0 and step < self.cadence.n_steps:
-            with ctx.clock_paused():  # a Fig. 4 snapshot (the last one comes with evaluate)
+        last = step == self.cadence.n_steps  # the final heat map; every heatmap_every: Fig. 4
+        if last or (self.heatmap_every and step % self.heatmap_every == 0):
+            with ctx.clock_paused():
                 p.snaps.append((step, log_density_grid(p.model, p.grid)))
         return p.last
 
@@ -153,39 +129,23 @@ class DensityModeling(LoopTask):
             x = p.data.sample(self.rm_samples, p.data_gen).to(dev)
             with torch.no_grad():
                 out["rm_objective"] = float(ratio_matching_loss(p.model, x, chunk_size=_EVAL_CHUNK))
-        if last:
-            p.snaps.append((step, log_density_grid(p.model, p.grid)))
         return out
 
     def load_state_dict(self, p: Parts, d: dict) -> None:
         super().load_state_dict(p, d)
         p.snaps = [(int(s), t.cpu()) for s, t in p.snaps]  # as log_density_grid gives them
 
-    def _method(self, p: Parts, ctx) -> str:
-        name, lr = ctx.choices.get("learner", ""), p.learner
-        if lr.needs_sampler:  # PCD: named by its sampler
-            return f"{name} ({ctx.choices.get('sampler', '')})"
-        if lr.objective != "eq3":
-            name = f"{name} ({lr.objective})"
-        return name if lr.estimator == "full" else f"{name} {lr.variant}, s={lr.s}"
-
     def finish(self, p: Parts, history, ctx) -> dict:
-        n, seconds = self.cadence.n_steps, ctx.elapsed()
+        n, seconds, c, f = self.cadence.n_steps, ctx.elapsed(), ctx.choices, p.final
         figures.write_heatmaps(ctx.run_dir / "heatmap.npz", p.snaps, self.heatmap_bound)
         evals = [r for r in history.rows if SCORES & r.keys()]
-        title = f"{p.data.name}, d={p.data.dim}, {self._method(p, ctx)}"
-        pairs = {k: p.data.decode(t.cpu()).numpy() for k, t in p.final.items()}
-        figs = figures.run_figures(
-            p.snaps, self.heatmap_bound, pairs, evals, title, ctx.scale, self.gibbs_sweeps
-        )
-        for name, fig in figs.items():
-            ctx.save_figure(fig, name, step=n)
+        method = figures.method_label(c.get("learner", ""), c.get("sampler", ""), p.learner)
+        title = f"{p.data.name}, d={p.data.dim}, {method}"
+        pairs = {k: p.data.decode(t.cpu()).numpy() for k, t in f.items()}
+        args = (self.heatmap_bound, pairs, evals, title, ctx.scale, self.gibbs_sweeps)
+        ctx.save_figures(figures.run_figures(p.snaps, *args), n)
         results = {k: v for k, v in evals[-1].items() if k in SCORES} if evals else {}
-        if "mmd" in results and p.final:  # the final MMD's own sets, kept in the checkpoint
-            samples, truth = p.final["samples"], p.final["truth"]
-            results["mmd_se"] = mmd2_linear_hamming_unbiased_se(samples, truth)
-        results["final_loss"] = float(p.last["loss"])
-        if p.learner.needs_sampler:
-            results["accept_rate"] = float(p.last["accept_rate"])
-        results.update(time_per_iter=seconds / n, seconds=seconds, n_iters=n, dim=p.data.dim)
-        return {**results, "mmd_samples": self.mmd_samples}
+        if "mmd" in results and f:  # the final MMD's own sets, kept in the checkpoint
+            results["mmd_se"] = mmd2_linear_hamming_unbiased_se(f["samples"], f["truth"])
+        results.update(rm_or_pcd.learner_results(p.learner, p.last, seconds, n))
+        return {**results, "dim": p.data.dim, "mmd_samples": self.mmd_samples}
