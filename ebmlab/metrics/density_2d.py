@@ -67,6 +67,27 @@ def mode_stats(
     }
 
 
+def sample_mode_metrics(
+    samples: Tensor, shown: Tensor, mixture: tuple, radius: float, true_log_prob: Callable
+) -> dict[str, float]:
+    """:func:`mode_stats` under ``mixture`` (weights, means, stds) of a sampler's final states
+    ``samples`` and of ``shown`` (what GRBM Fig. 1 plots: the conditional means W h + mu at
+    those states), each over its finite rows and scaled by their fraction; the samples' mean
+    true log density (``true_log_prob``: float64, CPU) and finite fraction."""
+    finite, finite_shown = torch.isfinite(samples).all(1), torch.isfinite(shown).all(1)
+    ms = mode_stats(samples[finite], *mixture, radius)
+    ms_shown = mode_stats(shown[finite_shown], *mixture, radius)
+    return {
+        "sample_in_mode": ms["in_mode"] * float(finite.float().mean()),
+        "sample_modes_covered": ms["modes_covered"],
+        "sample_mode_tv": ms["mode_tv"],
+        "shown_in_mode": ms_shown["in_mode"] * float(finite_shown.float().mean()),
+        "shown_modes_covered": ms_shown["modes_covered"],
+        "sample_true_ll": float(true_log_prob(samples[finite].double().cpu()).mean()),
+        "sample_finite_fraction": float(finite.float().mean()),
+    }
+
+
 def log_density_grid(model, bits: Tensor, chunk: int = 16384) -> Tensor:
     """Normalised log-density over grid cells: log softmax(-E(grid)) (float64, CPU); ``chunk``:
     rows per forward (memory only)."""

@@ -5,8 +5,10 @@ from __future__ import annotations
 from pathlib import Path
 
 import torch
+from torch import Tensor
 
 from ebmlab.data.gmm_toy import KINDS
+from ebmlab.metrics.density_2d import plot_grid
 
 # Fig. 1 column order; a run's task.label (set by conf/grbm_gmm_setting/) picks its column.
 SETTINGS = (
@@ -34,6 +36,22 @@ def panel_samples(ax, s: torch.Tensor, r: float, title: str) -> None:
     ax.set_title(title, fontsize=9)
     ax.set_xticks([])
     ax.set_yticks([])
+
+
+@torch.no_grad()
+def run_arrays(data, model, x: Tensor, samples: Tensor, plot_range: float, n: int, label: str):
+    """What :func:`figure` reads from a run (its ``gmm_arrays.pt``): the true density and the
+    model's -F(v) on the n x n grid over [-plot_range, plot_range]^2, the data, the samples."""
+    pts = plot_grid(plot_range, n, model.W.device)
+    return {
+        "kind": data.kind,
+        "label": label,
+        "plot_range": plot_range,
+        "true_density": data.log_prob(pts.double().cpu()).exp().reshape(n, n).float(),
+        "neg_energy": model.log_prob(pts).cpu().reshape(n, n).float(),
+        "data": x.cpu().float(),
+        "samples": samples.cpu().float(),
+    }
 
 
 def run_figure(a: dict, epochs: list, kl: list, scale: str):

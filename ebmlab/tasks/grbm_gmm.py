@@ -34,12 +34,12 @@ from torch import Tensor
 from ebmlab.core.loop import LoopTask, Requirement
 from ebmlab.core.protocols import Kernel
 from ebmlab.data.gmm_toy import GMMToyDataset, gmm_params
-from ebmlab.errors import check
+from ebmlab.errors import check, check_at_least
 from ebmlab.learning.epochs import run_epoch
 from ebmlab.learning.grbm_cd import GRBMModifiedCD, sample_from_noise
-from ebmlab.metrics.density_2d import grid_metrics, mode_stats, plot_grid
+from ebmlab.metrics.density_2d import grid_metrics, sample_mode_metrics
 from ebmlab.models.grbm import GRBM
-from ebmlab.plotting.grbm_gmm import run_figure
+from ebmlab.plotting.grbm_gmm import run_arrays, run_figure
 from ebmlab.utils.workspace import atomic_torch_save
 
 
@@ -55,11 +55,7 @@ class Parts:
 
 @dataclass
 class GRBMGmm(LoopTask):
-    """``task=grbm_gmm``: one loop step is one epoch (run.n_steps, which the learner's
-    n_epochs follows; run.eval_every / checkpoint_every in epochs);
-    sample_steps, n_samples: the final sampling chains; the density grid is [-plot_range,
-    plot_range]^2 with grid_points^2 points; n_test_points, mode_radius: see the module
-    docstring; label: the run's Fig. 1 column."""
+    """``task=grbm_gmm`` (conf/task/grbm_gmm.yaml documents every key); a loop step is an epoch."""
 
     main_metric = "kl"
     progress_desc = "GRBM GMM"
@@ -79,10 +75,8 @@ class GRBMGmm(LoopTask):
     label: str
 
     def __post_init__(self):
-        bounds = {"sample_steps": 1, "n_samples": 2}
-        bounds.update(grid_points=11, n_test_points=1)
-        for k, lo in bounds.items():
-            check(vars(self)[k] >= lo, k, f"an integer >= {lo} (got {vars(self)[k]})")
+        bounds = (("sample_steps n_test_points", 1), ("n_samples", 2), ("grid_points", 11))
+        check_at_least(vars(self), bounds)
         check(self.plot_range > 0, "plot_range", f"> 0 (got {self.plot_range})")
         check(self.mode_radius > 0, "mode_radius", f"> 0 (got {self.mode_radius})")
         self.plot_range, self.mode_radius = float(self.plot_range), float(self.mode_radius)
@@ -115,46 +109,20 @@ class GRBMGmm(LoopTask):
         return grid_metrics(p.model, p.data.log_prob, test, self.plot_range, self.grid_points)
 
     def finish(self, p: Parts, history, ctx) -> dict:
-        seconds = ctx.elapsed()
-        v, shown = sample_from_noise(
-            p.model, p.sampler, self.n_samples, self.sample_steps, ctx.generator
-        )
-        v, shown = v.detach(), shown.detach()
-        finite, finite_shown = torch.isfinite(v).all(1), torch.isfinite(shown).all(1)
-        ms = mode_stats(v[finite], *gmm_params(p.data.kind), self.mode_radius)
-        ms_shown = mode_stats(shown[finite_shown], *gmm_params(p.data.kind), self.mode_radius)
+        seconds, n, mixture = ctx.elapsed(), p.learner.n_epochs, gmm_params(p.data.kind)
+        args = (self.n_samples, self.sample_steps, ctx.generator)
+        v, shown = (t.detach() for t in sample_from_noise(p.model, p.sampler, *args))
         results = {
             **self._grid_metrics(p),
-            "sample_in_mode": ms["in_mode"] * float(finite.float().mean()),
-            "sample_modes_covered": ms["modes_covered"],
-            "sample_mode_tv": ms["mode_tv"],
-            # what the paper's Fig. 1 plots: the conditional means W h + mu of the last states
-            "shown_in_mode": ms_shown["in_mode"] * float(finite_shown.float().mean()),
-            "shown_modes_covered": ms_shown["modes_covered"],
-            "sample_true_ll": float(p.data.log_prob(v[finite].double().cpu()).mean()),
-            "sample_finite_fraction": float(finite.float().mean()),
+            **sample_mode_metrics(v, shown, mixture, self.mode_radius, p.data.log_prob),
             "accept_rate": float(p.last["accept_rate"]),
             "seconds": seconds,
-            "n_epochs": p.learner.n_epochs,
+            "n_epochs": n,
             "sample_steps": self.sample_steps,
         }
-        arrays = self._arrays(p, v, ctx)
+        label = self.label or str(ctx.choices.get("sampler", ""))
+        arrays = run_arrays(p.data, p.model, p.x, v, self.plot_range, self.grid_points, label)
         atomic_torch_save(arrays, ctx.run_dir / "gmm_arrays.pt")
         fig = run_figure(arrays, history.column("step"), history.column("kl"), ctx.scale)
-        ctx.save_figure(fig, "gmm", step=p.learner.n_epochs)
+        ctx.save_figure(fig, "gmm", step=n)
         return results
-
-    @torch.no_grad()
-    def _arrays(self, p: Parts, v: Tensor, ctx) -> dict:
-        """What the Fig. 1 assembly (ebmlab/plotting/grbm_gmm.py, ``figure``) reads from a run."""
-        n = self.grid_points
-        pts = plot_grid(self.plot_range, n, ctx.device)
-        return {
-            "kind": p.data.kind,
-            "label": self.label or str(ctx.choices.get("sampler", "")),
-            "plot_range": self.plot_range,
-            "true_density": p.data.log_prob(pts.double().cpu()).exp().reshape(n, n).float(),
-            "neg_energy": p.model.log_prob(pts).cpu().reshape(n, n).float(),
-            "data": p.x.cpu().float(),
-            "samples": v.cpu().float(),
-        }
