@@ -10,12 +10,10 @@ chains, base = independent Bernoulli of the training mean) and
 
     test LL = mean_{x in test} log p~(x) - log Z      (train LL: the first ``train_n`` images).
 
-The final AIS is trusted only when independent runs agree: its chains are split into
-``ais_groups`` groups, and while their log Z estimates spread more than ``ais_spread_max``
-nats it is repeated with twice the temperatures, up to ``ais_temps_max`` (the temperatures
-used are reported as ``ais_temps``, every attempt is logged as ``ais_attempt_*``, and a spread
-still too wide is said on stderr). ``log_z_weight_ess``, the effective sample size of the AIS
-weights, says whether a wide spread comes from a few chains carrying the estimate.
+The final AIS is trusted only when ``ais_groups`` groups of its chains agree within
+``ais_spread_max`` nats, else repeated with twice the temperatures up to ``ais_temps_max``
+(:meth:`~ebmlab.metrics.rbm_likelihood.RBMAIS.trusted`; each attempt logged as
+``ais_attempt_*``, the temperatures used reported as ``ais_temps``).
 
 For tiny RBMs (min(V, H) <= 20) the exact log Z is reported beside it (``test_ll_exact``).
 """
@@ -36,8 +34,6 @@ from ebmlab.metrics.rbm_likelihood import RBMAIS, ais_base_logits
 from ebmlab.metrics.tempered_ais import mean_log_prob
 from ebmlab.models.rbm import BernoulliRBM
 from ebmlab.plotting.pcd_learning import pcd_figures
-
-__all__ = ["RBMLearning", "ais_base_logits"]
 
 
 @dataclass
@@ -81,11 +77,9 @@ class RBMLearning(LoopTask):
         ones = "ais_chains train_n eval_chunk"
         bounds = ((ones, 1), ("ais_temps ais_every_temps ais_groups", 2), ("ais_every n_show", 0))
         check_at_least(vars(self), bounds)
-        chains, temps = self.ais_chains, self.ais_temps
+        chains, temps, spread = self.ais_chains, self.ais_temps, self.ais_spread_max
         check(self.ais_groups <= chains, "ais_groups", f"must be <= ais_chains {chains}")
-        check(
-            self.ais_spread_max >= 0, "ais_spread_max", f"must be >= 0 (got {self.ais_spread_max})"
-        )
+        check(spread >= 0, "ais_spread_max", f"must be >= 0 (got {spread})")
         check(self.ais_temps_max >= temps, "ais_temps_max", f"must be >= ais_temps {temps}")
         self.ais = RBMAIS(self.ais_chains, self.ais_groups, self.eval_chunk)
 
@@ -117,7 +111,7 @@ class RBMLearning(LoopTask):
 
     def step(self, p: Parts, step: int, ctx) -> dict:
         info = p.learner.step(p.model, ctx.generator)
-        p.loss = info["loss"]
+        p.loss = info["loss"]  # the loss of the last iteration before an evaluation
         return info
 
     def evaluate(self, p: Parts, step: int, ctx) -> dict:
@@ -129,25 +123,22 @@ class RBMLearning(LoopTask):
         return out
 
     def finish(self, p: Parts, history, ctx) -> dict:
-        """Final AIS (cached in checkpoints/test_ais.pt), figures, results."""
+        """Final AIS (cached in checkpoints/test_ais.pt: a resumed run re-runs none), figures,
+        results."""
         seconds, n = ctx.elapsed(), self.cadence.n_steps
         ais = ctx.load_file("test_ais")
         if ais is None:
-            limits = (self.ais_temps, self.ais_spread_max, self.ais_temps_max)
-            progress = bool(ctx.cfg.progress)
-            ais = self.ais.trusted(p.model, p.base_b, p.test_x, *limits, ctx.generator, progress)
+            limits = (self.ais_temps, self.ais_spread_max, self.ais_temps_max, ctx.generator)
+            ais = self.ais.trusted(p.model, p.base_b, p.test_x, *limits, bool(ctx.cfg.progress))
             ctx.workspace.save(ais, "test_ais")
         ais_seconds, ais_temps = ais.pop("ais_seconds"), ais.pop("ais_temps")
         for a in ais.pop("attempts"):  # kept with the cached AIS, so a resumed run logs them too
             ctx.log({f"ais_attempt_{k}": v for k, v in a.items()}, step=n)
         ctx.log({f"final_{k}": v for k, v in ais.items()}, step=n)
         title = f"RBM learning, {ctx.cfg.dataset.name}, {ctx.choices.get('sampler', '')}"
-        label, shape = "mean f(buffer) - mean f(data)", tuple(ctx.cfg.dataset.image_shape)
-        figs = pcd_figures(
-            history, p.learner.buffer, shape, self.n_show, f"{title} ({ctx.scale})", label
-        )
-        for fig_name, fig in figs.items():
-            ctx.save_figure(fig, fig_name, step=n)
+        shape, label = tuple(ctx.cfg.dataset.image_shape), "mean f(buffer) - mean f(data)"
+        args = (shape, self.n_show, f"{title} ({ctx.scale})", label)
+        ctx.save_figures(pcd_figures(history, p.learner.buffer, *args), n)
         train_lp = mean_log_prob(p.model, p.train_x[: self.train_n], self.eval_chunk)
         out = {**ais, "train_ll": train_lp - ais["log_z"], "seconds": seconds}
         out.update(time_per_iter=seconds / n, ais_seconds=ais_seconds, ais_temps=ais_temps)

@@ -40,11 +40,11 @@ from ebmlab.metrics.ais import (
     rbm_full_model_transition_log_z,
     weight_ess,
 )
+from ebmlab.metrics.rbm_likelihood import ais_base_logits
 from ebmlab.metrics.tempered_ais import mean_log_prob
 from ebmlab.models.rbm import BernoulliRBM
 from ebmlab.report.claims import paper_table
 from ebmlab.runs.rundirs import collect
-from ebmlab.tasks.rbm_learning import ais_base_logits
 from ebmlab.utils.trained_weights import load_trained_weights, resolve_checkpoint
 
 REPO = Path(__file__).resolve().parents[2]
