@@ -91,6 +91,14 @@ class PlannedAdaptation(Adaptation, Protocol):
 
 
 @runtime_checkable
+class DeclaredWarmup(Adaptation, Protocol):
+    """An adaptation whose warm-up length a task sets before the first step (AB's
+    ``burn_in``, RWM's ``adapt_steps``, acceptance tuning's steps)."""
+
+    def set_warmup(self, n_steps: int) -> None: ...
+
+
+@runtime_checkable
 class UsesDataVariance(Protocol):
     """A kernel or adaptation whose proposal uses the data's per-coordinate variance (AB-diag:
     W_ii = 1 / (1 + var_i), AB Sec. 5.4). It declares ``uses_data_variance = True``

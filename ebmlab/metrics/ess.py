@@ -100,6 +100,16 @@ def ess_per_dim(
     return per.nanmean(1) if math.isnan(constant_value) else per.mean(1)
 
 
+def trace_ess(trace: Tensor, burn_in: float, seconds: float) -> dict[str, float]:
+    """ESS of a trace [steps, chains, d] after its first ``burn_in`` fraction of steps: ``ess``
+    (:func:`ess_per_dim` averaged over chains), ``ess_per_step`` (per kept step) and
+    ``ess_per_second`` (per second of the kept steps' share of ``seconds``)."""
+    n = trace.shape[0]
+    kept = n - int(burn_in * n)
+    ess = float(ess_per_dim(trace[n - kept :].float()).mean())
+    return {"ess": ess, "ess_per_step": ess / kept, "ess_per_second": ess / (seconds * kept / n)}
+
+
 def hamming_to_reference(xs: Tensor, ref: Tensor) -> Tensor:
     """Hamming distance of every state to a fixed reference state (DISCS summary).
 
@@ -143,3 +153,43 @@ def ess_per_queries(ess: float, queries: float, per: float = 10_000.0) -> float:
     if queries <= 0:
         raise ValueError(f"queries must be > 0 (got {queries})")
     return float(ess) * per / float(queries)
+
+
+def per_chain_ess(summary: Tensor) -> dict:
+    """Mean and spread over chains of the per-chain ESS of ``summary`` [steps, chains]:
+    ``ess``, ``ess_std``, ``ess_cv`` (std / mean), and ``constant_chains``, the fraction of
+    chains whose statistic never changed (each counted as ESS 1, the reference convention).
+    A large ``ess_cv`` or any constant chains say the mean is not a mixing rate: e.g. a
+    target with nearly all its mass on one state, where a chain that stays scores 1 and one
+    with a few isolated excursions scores near the run length."""
+    ess = ess_1d(summary)
+    mean = float(ess.mean())
+    std = float(ess.std()) if ess.numel() > 1 else 0.0
+    constant = (summary.amax(0) == summary.amin(0)).float().mean()
+    return {
+        "ess": mean,
+        "ess_std": std,
+        "ess_cv": std / max(mean, 1e-12),
+        "constant_chains": float(constant),
+    }
+
+
+def ess_rates(summary: Tensor, queries: float, seconds: float) -> dict:
+    """AB's ESS table entries (Sec. 5.1) of a summary statistic [steps, chains] that cost
+    ``queries`` log-likelihood queries and ``seconds``: :func:`per_chain_ess`, ``ess_n`` (per
+    10,000 queries, :func:`ess_per_queries`), ``ess_t`` (per second), ``ess_per_step`` and the
+    standard errors of the mean over chains ``ess_se``, ``ess_n_se`` (std / sqrt(chains); none
+    for ``ess_t``, whose error is mostly wall-time noise, not the chains')."""
+    steps, n_chains = summary.shape
+    chains = per_chain_ess(summary)
+    ess_mean, ess_std = chains["ess"], chains["ess_std"]
+    rel_se = ess_std / math.sqrt(n_chains) / max(ess_mean, 1e-12)  # of the chain mean
+    ess_n = ess_per_queries(ess_mean, queries)
+    return {
+        **chains,
+        "ess_se": ess_mean * rel_se,
+        "ess_n": ess_n,
+        "ess_n_se": ess_n * rel_se,
+        "ess_t": ess_mean / max(seconds, 1e-12),
+        "ess_per_step": ess_mean / steps,
+    }

@@ -176,7 +176,7 @@ def test_tasks_put_restored_traces_and_buffers_on_their_device():
 
     runner = _bare(ChainRunner)  # a kernel's runner: chains on META (no META generator)
     runner.state, runner.adaptation, runner._kernel, runner.steps = _chains(META), None, nothing, 0
-    p = SimpleNamespace(runner=runner, sampler=nothing, tuner=None,
+    p = SimpleNamespace(runner=runner, sampler=nothing, tuner=None, burn_seconds=None,
                         summary=torch.zeros(5, 4, device=META))  # fmt: skip
     d = {**chain, "sampler": {}, "tuner": None, "summary": torch.ones(5, 4), "burn_seconds": 1.0}
     _bare(SamplerESS).load_state_dict(p, d)

@@ -106,6 +106,7 @@ def test_sampler_ess_end_to_end_ab_and_gibbs_on_ordinal_target(tmp_path):
 def test_sampler_ess_starts_from_another_runs_last_states(tmp_path):
     """init=run:<dir>: the chains start from that run's last checkpointed states; a missing
     run, a run with another number of chains and a run on another target are config errors."""
+    from ebmlab.tasks.start_states import run_states
     from ebmlab.utils.workspace import Workspace
 
     first = [*ESS, "model.n_side=4", "sampler=gibbs", *ESS_TINY]
@@ -113,17 +114,15 @@ def test_sampler_ess_starts_from_another_runs_last_states(tmp_path):
     last = Workspace(tmp_path / "a").load()["task"]["x"]
     task = from_conf("task/sampler_ess", init=f"run:{tmp_path / 'a'}", n_chains=4)
     model = from_conf("model/ising_lattice", n_side=4)
-    torch.testing.assert_close(task._run_states(model, "cpu"), last.float())
+    torch.testing.assert_close(run_states(task.init_run, model, 4, "cpu"), last.float())
     with pytest.raises(ConfigError, match="must name a sampler_ess run directory"):
         from_conf("task/sampler_ess", init=f"run:{tmp_path / 'none'}")
     with pytest.raises(ConfigError, match="must be one of"):
         from_conf("task/sampler_ess", init="run:")
     with pytest.raises(ConfigError, match=r"needs \(3, 16\)"):
-        from_conf("task/sampler_ess", init=f"run:{tmp_path / 'a'}", n_chains=3)._run_states(
-            model, "cpu"
-        )
+        run_states(task.init_run, model, 3, "cpu")
     with pytest.raises(ConfigError, match=r"needs \(4, 25\)"):
-        task._run_states(from_conf("model/ising_lattice", n_side=5), "cpu")
+        run_states(task.init_run, from_conf("model/ising_lattice", n_side=5), 4, "cpu")
     r = run_cli([*first, f"task.init='run:{tmp_path / 'a'}'"], tmp_path / "b")
     assert r.results["ess_n"] > 0
 
@@ -252,7 +251,7 @@ def test_a_checkpoint_of_the_code_before_issue_44_resumes_mid_burn_in(tmp_path, 
 def test_the_task_declares_its_burn_in_as_the_warm_up():
     """sync_burn_in sets the warm-up of the adaptations that take one (AB's burn_in and the W
     it fits on a share of it, RWM's adapt_steps) through one method, no config key names."""
-    from ebmlab.tasks.sampler_ess import DeclaredWarmup
+    from ebmlab.core.protocols import DeclaredWarmup
 
     ab, rwm = from_conf("sampler/ab_shift"), from_conf("sampler/rwm")
     assert isinstance(ab, DeclaredWarmup) and isinstance(rwm, DeclaredWarmup)
@@ -274,7 +273,7 @@ def test_the_task_declares_its_burn_in_as_the_warm_up():
 def test_per_chain_ess_reports_spread_and_chains_that_never_moved():
     """Two of four chains never change their statistic (each counted as ESS 1); the other two
     are i.i.d. noise (ESS near the number of steps). The mean alone would hide that."""
-    from ebmlab.tasks.sampler_ess import per_chain_ess
+    from ebmlab.metrics.ess import per_chain_ess
 
     g = torch.Generator().manual_seed(0)
     n = 2000
