@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from ebmlab.plotting.sampling_runs import chain_images
+
 
 def comparison_figure(series: dict, log_floor: float | None, title: str = "", axes=None):
     """log-MMD against steps and seconds; series[label] = (steps, seconds, log_mmd)."""
@@ -28,3 +30,19 @@ def comparison_figure(series: dict, log_floor: float | None, title: str = "", ax
     if fig is not None:
         fig.tight_layout()
     return fig
+
+
+def run_figures(name: str, curve, log_floor: float, title: str, states: dict, init: str, show):
+    """(name, figure) of one run of sampler ``name``: ``log_mmd`` (:func:`comparison_figure`
+    of ``curve`` = (steps, seconds, log MMD)) and, with ``show`` = (n_show, image shape) and
+    n_show > 0, image grids of the first n_show rows of ``states`` (``samples``,
+    ``ground_truth``, ``init``: the initial states, drawn as ``init`` says)."""
+    yield "log_mmd", comparison_figure({name: curve}, log_floor, title)
+    n_show, shape = show
+    titles = {
+        "samples": f"{name}: final chains",
+        "ground_truth": "block Gibbs ground truth",
+        "init": f"initial states ({init})",
+    }
+    for key, x in states.items() if n_show else ():
+        yield key, chain_images(x, n_show, shape, titles[key])

@@ -21,7 +21,7 @@ from torch import Tensor
 from ebmlab.core.chain import ChainRunner
 from ebmlab.core.loop import LoopTask
 from ebmlab.core.protocols import PlannedAdaptation
-from ebmlab.core.state import ChainState, StepInfo
+from ebmlab.core.state import ChainState
 from ebmlab.errors import ConfigError
 
 
@@ -40,6 +40,13 @@ class Chains:
     @property
     def x(self) -> Tensor:
         return self.runner.state.x
+
+    def warm_up_report(self) -> dict:
+        """``tune_steps``, ``tune_seconds`` and, once tuned, the tuned kernel's scalar
+        parameters (ACS, Alg. 2: ``alpha_max``, ``alpha_min``)."""
+        out = {"tune_steps": self.tune_steps, "tune_seconds": self.tune_seconds}
+        params = self.runner.kernel.state_dict().items() if self.tune_steps else ()
+        return {**out, **{k: v for k, v in params if isinstance(v, float)}}
 
     def state_dict(self) -> dict:
         return {"runner": self.runner.state_dict(), "tune": [self.tune_steps, self.tune_seconds]}
@@ -66,8 +73,8 @@ class Chains:
 class ChainTask(LoopTask):
     """A LoopTask on one set of chains (``parts.chains``); the loop sets ``self.cadence``
     (``run:``) before ``build``. Subclasses call :meth:`build_sampler` early in ``build``
-    (its budget check comes before any compute), :meth:`start_chains` once the model and
-    start are known, and :meth:`advance` in ``step``."""
+    (its budget check comes before any compute) and :meth:`start_chains` once the model and
+    start are known; ``step`` / ``steps`` advance the chains (:attr:`record`, :meth:`keep`)."""
 
     reports_sampler_cost = True
 
@@ -104,24 +111,37 @@ class ChainTask(LoopTask):
         super().load_state_dict(parts, d)
 
     def legacy(self, parts, d: dict) -> dict:
-        """This task's checkpoint layout from that of 4bfdce4 (``parts.chains.legacy_state``)."""
-        return d  # none: the loop says what the checkpoint lacks
+        """This task's checkpoint from one of 4bfdce4: the chains (``chain``, or top-level
+        keys), the sampler's state and the warm-up's cost (in ``tune`` or ``info``)."""
+        cost = d.get("tune") or d.get("info") or {}
+        tune = (cost.get("tune_steps", 0), cost.get("tune_seconds", 0.0))
+        return {**d, "chains": parts.chains.legacy_state(d.get("chain", d), d["sampler"], tune)}
 
-    def advance(self, parts, step: int, ctx) -> StepInfo:
-        """Loop step ``step``: one sampling step (the warm-up first at step 1)."""
-        if step == 1:
-            self.warm_up(parts, ctx)
-        return parts.chains.runner.step()
+    record = None  # a function of the chain state: its value after each step goes to keep()
 
-    def advance_block(self, parts, first: int, n: int, ctx, record=None) -> dict:
+    def keep(self, parts, first: int, rows: Tensor) -> None:  # noqa: B027 - optional hook
+        """``rows`` [n, ...]: :attr:`record` after loop steps ``first`` .. ``first + n - 1``."""
+
+    def step(self, parts, step: int, ctx) -> dict:
+        """Loop step ``step``: a block of one (the same numbers as any block)."""
+        return self.steps(parts, step, 1, ctx)
+
+    def steps(self, parts, first: int, n: int, ctx) -> dict:
         """Loop steps ``first`` .. ``first + n - 1`` as one block (the warm-up first at step
-        1): the sums of their per-step scalars, left on the device. A task without per-step
-        work of its own offers it as the loop's ``steps`` (CUDA graphs, issue 46); one with
-        per-step outputs passes ``record`` (a function of the chain state, the same object
-        every block) and finds its values after each step stacked in ``sums["record"]``
-        [n, ...], to write into its trace once per block (no host read inside the block)."""
+        1; on CUDA the loop calls this, and the runner captures it as a graph, issue 46): the
+        sums of their per-step scalars, left on the device. A task with per-step outputs sets
+        :attr:`record` (a bound method or function, the same every block) and gets its values
+        after each step stacked [n, ...] in :meth:`keep`, once per block (no host read)."""
         if first == 1:
             self.warm_up(parts, ctx)
-        sums = parts.chains.runner.run(n, record)
+        sums = parts.chains.runner.run(n, self.record)
         sums.pop("steps")
+        if self.record is not None:
+            self.keep(parts, first, sums.pop("record"))
         return sums
+
+    def chain_results(self, parts, ctx) -> dict:
+        """What every sampling task reports beside the loop's sampler-cost block: the mean
+        jump and the seconds of sampling, its warm-up included."""
+        c = parts.chains
+        return {"jump": ctx.totals.mean("jump"), "seconds": ctx.elapsed() + c.tune_seconds}

@@ -21,8 +21,8 @@ from dataclasses import dataclass
 from ebmlab.core.loop import Requirement
 from ebmlab.errors import check
 from ebmlab.models.resnet_ebm import ResNetEBM
+from ebmlab.plotting.sampling_runs import chain_images, vs_steps_and_seconds
 from ebmlab.tasks.chains import Chains, ChainTask
-from ebmlab.utils.plotting import image_grid, side_by_side
 from ebmlab.utils.trained_weights import load_trained_weights, resolve_checkpoint
 
 
@@ -42,37 +42,31 @@ class Parts:
     initial: dict  # {"mean_log_prob": at step 0, after the warm-up}
 
 
+@dataclass(eq=False)
 class EBMMixing(ChainTask):
+    checkpoint: str | None
+    use_ema: bool
+    n_chains: int
+    n_show: int
+
     main_metric = "final_mean_log_prob"
     progress_desc = "EBM mixing"
     requires = {"model": Requirement(ResNetEBM, "model=resnet_ebm"), "sampler": Requirement()}
     checkpoint_keys = ("chains", "initial")
 
-    def __init__(
-        self,
-        checkpoint: str | None,
-        use_ema: bool,
-        n_chains: int,
-        n_show: int,
-    ):
-        check(
-            bool(checkpoint),
-            "checkpoint",
-            "path of a trained EBM (a checkpoint .pt or an ebm_learning run directory) is "
-            "required, e.g. task.checkpoint=outputs/runs/ebm_learning/<run>",
-        )
-        check(n_chains >= 1, "n_chains", f"must be >= 1 (got {n_chains})")
-        check(n_show >= 0, "n_show", f"must be >= 0 (got {n_show})")
-        self.checkpoint, self.use_ema = checkpoint, use_ema
-        self.n_chains, self.n_show = n_chains, n_show
+    def __post_init__(self):
+        need = "path of a trained EBM (a checkpoint .pt or an ebm_learning run directory) is "
+        need += "required, e.g. task.checkpoint=outputs/runs/ebm_learning/<run>"
+        check(bool(self.checkpoint), "checkpoint", need)
+        check(self.n_chains >= 1, "n_chains", f"must be >= 1 (got {self.n_chains})")
+        check(self.n_show >= 0, "n_show", f"must be >= 0 (got {self.n_show})")
 
     def memory_estimate(self, cfg) -> dict[str, int]:
         d, c = int(cfg.model.get("dim", 0)), int(cfg.model.get("n_channels", 0))
         return {"chains": 4 * self.n_chains * d * 4, "activations": 8 * self.n_chains * c * d * 4}
 
     def build(self, ctx) -> Parts:
-        path = resolve_checkpoint(self.checkpoint)
-        model = ctx.build("model")
+        path, model = resolve_checkpoint(self.checkpoint), ctx.build("model")
         weights = load_trained_weights(model, path, self.use_ema)
         model = model.to(ctx.device).requires_grad_(False)
         sampler = self.build_sampler(ctx)
@@ -84,38 +78,26 @@ class EBMMixing(ChainTask):
         super().warm_up(p, ctx)
         p.initial["mean_log_prob"] = float(p.chains.state.log_prob.mean())
 
-    def step(self, p: Parts, step: int, ctx) -> dict:
-        return self.advance(p, step, ctx).totals()
-
-    def steps(self, p: Parts, first: int, n: int, ctx) -> dict:  # blocks of steps on CUDA
-        return self.advance_block(p, first, n, ctx)
-
     def evaluate(self, p: Parts, step: int, ctx) -> dict:
         return {"mean_log_prob": float(p.chains.state.log_prob.float().mean())}
 
     def finish(self, p: Parts, history, ctx) -> dict:
         n, sampling_seconds, c = self.cadence.n_steps, ctx.elapsed(), p.chains
-        name = ctx.choices.get("sampler", "")
+        name, dataset = ctx.choices.get("sampler", ""), ctx.choices.get("dataset", "")
         steps = [0, *history.column("step")]
         seconds = [c.tune_seconds + s for s in [0.0, *history.column("seconds")]]
         logp = [p.initial["mean_log_prob"], *history.column("mean_log_prob")]
-        fig = side_by_side(
-            [
-                ("vs steps", {name: (steps, logp)}, "step", "mean log p~(x)"),
-                ("vs seconds", {name: (seconds, logp)}, "seconds (tuning included)", ""),
-            ],
-            title=f"EBM mixing, {ctx.choices.get('dataset', '')} ({ctx.scale})",
-        )
+        title, axis = f"EBM mixing, {dataset} ({ctx.scale})", ("seconds (tuning included)", "")
+        fig = vs_steps_and_seconds(name, steps, seconds, logp, "mean log p~(x)", title, axis)
         ctx.save_figure(fig, "mean_log_prob", step=n)
         if self.n_show:
-            x = c.x[: self.n_show].reshape(-1, *p.model.image_shape)
-            grid = image_grid(x.float().cpu().numpy(), n_cols=8, title=f"{name}: final chains")
+            title = f"{name}: final chains"
+            grid = chain_images(c.x, self.n_show, p.model.image_shape, title, n_cols=8)
             ctx.save_figure(grid, "samples")
         return {
             "final_mean_log_prob": logp[-1],
             "initial_mean_log_prob": p.initial["mean_log_prob"],
-            "jump": ctx.totals.mean("jump"),  # the sampler-cost block has the rest
-            "seconds": sampling_seconds + c.tune_seconds,
+            **self.chain_results(p, ctx),  # jump; seconds (tuning included)
             "steps_per_second": n / max(sampling_seconds, 1e-12),
             "tune_steps": c.tune_steps,
             "tune_seconds": c.tune_seconds,

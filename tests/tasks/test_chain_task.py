@@ -49,11 +49,10 @@ def test_warm_up_then_steps_one_by_one_or_as_blocks_agree():
         task, one, ctx1 = _start(cfg)
         sums: dict = {}
         for step in range(1, 41):
-            for k, v in task.advance(one, step, ctx1).totals().items():
-                v = v.double() if isinstance(v, torch.Tensor) else v
+            for k, v in task.step(one, step, ctx1).items():
                 sums[k] = sums[k] + v if k in sums else v
         task, block, ctx2 = _start(cfg)
-        blocks = [task.advance_block(block, first, 10, ctx2) for first in (1, 11, 21, 31)]
+        blocks = [task.steps(block, first, 10, ctx2) for first in (1, 11, 21, 31)]
         assert torch.equal(one.chains.x, block.chains.x)
         tuned = one.chains.tune_steps
         assert tuned == block.chains.tune_steps and (tuned > 0) == cfg.get("tune", True)

@@ -10,9 +10,9 @@ import pytest
 import torch
 
 from ebmlab.errors import ConfigError
+from ebmlab.metrics.mode_coverage import grid_cells, mode_masses
 from ebmlab.report.figures import FIGURES
 from ebmlab.runs.rundirs import collect
-from ebmlab.tasks.multimodal_2d import grid_cells, mode_masses
 from tests.helpers import check_before_compute, from_conf, run_cli
 
 EXP = ["experiment=acs/fig1_toy", "scale=smoke"]
