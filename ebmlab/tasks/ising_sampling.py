@@ -59,7 +59,8 @@ class IsingSampling(ChainTask):
         check(0 <= b < 1, "burn_in", f"must be a fraction in [0, 1) (got {b})")
 
     def dim(self, cfg) -> int:
-        return int(cfg.model.n_side) ** 2 if "n_side" in cfg.model else int(cfg.model.n_nodes)
+        m = cfg.model  # BAIsing: n_nodes; LatticeIsing: n_side x n_side
+        return int(m.n_nodes) if "n_nodes" in m else int(m.n_side) ** 2
 
     def check_config(self, cfg) -> None:
         d, most = self.dim(cfg), self.max_exact_dim
