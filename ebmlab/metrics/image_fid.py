@@ -41,6 +41,22 @@ def check_inception(weights: str, key: str) -> None:
         ) from None
 
 
+def check_fid_inputs(
+    data, train_split: str, reference_split: str, feature_net, inception_weights, n_fake: int
+) -> None:
+    """Before any compute, for a run that trains on ``train_split`` and computes FID of
+    ``n_fake`` images (0: none) with ``feature_net`` (None: no feature FID): the feature FID
+    has labels (ConfigError), every split read has its files (FileNotFoundError), and the
+    Inception weights load (:func:`check_inception`)."""
+    fid, feature = n_fake > 0, feature_net is not None
+    no_labels = f"{data.name} has no labels for the feature classifier: set it to false"
+    check(data.has_labels or not (fid and feature), "task.feature_fid", no_labels)
+    fid_splits = [reference_split] + ([feature_net.train_split] if feature else [])
+    data.check_files([train_split] + fid_splits * fid)
+    if fid and inception_weights:
+        check_inception(inception_weights, "task.inception_weights")
+
+
 @dataclass(frozen=True)
 class FeatureNetSpec:
     """How the FID feature classifier is trained: on ``train_split`` (a split spec of the

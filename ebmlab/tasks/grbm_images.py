@@ -25,14 +25,13 @@ from torch import Tensor
 from ebmlab.core.loop import LoopTask, Requirement
 from ebmlab.core.protocols import Kernel
 from ebmlab.data.grayscale_images import GrayscaleImages, parse_split
-from ebmlab.errors import ConfigError, check
+from ebmlab.errors import ConfigError, check, check_at_least
 from ebmlab.learning.epochs import run_epoch
 from ebmlab.learning.grbm_cd import GRBMModifiedCD, cosine_lr
 from ebmlab.learning.grbm_sampling import generate, intermediate_samples
-from ebmlab.metrics.image_fid import FeatureNetSpec, check_inception, image_fid
+from ebmlab.metrics.image_fid import FeatureNetSpec, check_fid_inputs, image_fid
 from ebmlab.models.grbm import GRBM
-from ebmlab.plotting.grbm_images import filters_figure, images_figure
-from ebmlab.utils.plotting import curves
+from ebmlab.plotting import grbm_images as figures
 
 
 @dataclass
@@ -78,9 +77,7 @@ class GRBMImages(LoopTask):
     label: str
 
     def __post_init__(self):
-        ones = ("sample_steps", "n_show", "strip_chains")
-        for k in (*ones, "strip_snapshots"):
-            check(vars(self)[k] >= 1, k, f"an integer >= 1 (got {vars(self)[k]})")
+        check_at_least(vars(self), (("sample_steps n_show strip_chains strip_snapshots", 1),))
         n, n_real = self.n_fid_samples, self.n_fid_real
         check(n == 0 or n >= 2, "n_fid_samples", f"0 (no FID) or at least 2 (got {n})")
         check(n_real is None or n_real >= 2, "n_fid_real", f"null or >= 2 (got {n_real})")
@@ -101,13 +98,9 @@ class GRBMImages(LoopTask):
     def build(self, ctx) -> Parts:
         data, model = ctx.build("dataset"), ctx.build("model")
         sampler, learner = ctx.build("sampler"), ctx.build("learner")
-        fid = self.n_fid_samples > 0
-        no_labels = f"{data.name} has no labels for the feature classifier: set it to false"
-        check(data.has_labels or not (fid and self.feature_fid), "task.feature_fid", no_labels)
-        fid_splits = [self.fid_reference_split] + [self.feature_net.train_split] * self.feature_fid
-        data.check_files([self.train_split] + fid_splits * fid)  # FileNotFoundError: exit 2
-        if fid and self.inception_weights:
-            check_inception(self.inception_weights, "task.inception_weights")
+        spec = self.feature_net if self.feature_fid else None
+        args = (self.fid_reference_split, spec, self.inception_weights, self.n_fid_samples)
+        check_fid_inputs(data, self.train_split, *args)  # FileNotFoundError: exit 2
         labelled_fid = self.feature_fid and data.has_labels
         self.main_metric = f"fid_{data.name}_features" if labelled_fid else "fid_inception"
         x_train, _ = data.load(self.train_split, "task.train_split")
@@ -125,65 +118,46 @@ class GRBMImages(LoopTask):
         return p.last
 
     def evaluate(self, p: Parts, step: int, ctx) -> dict:
-        lv = p.model.log_var.detach()
-        out = {"log_var_mean": float(lv.mean()), "log_var_min": float(lv.min())}
-        out["log_var_max"] = float(lv.max())
+        lv = p.model.log_var.detach()  # Fig. 3a
+        out = {f"log_var_{k}": float(getattr(lv, k)()) for k in ("mean", "min", "max")}
         if self.anneal_step_size:
             out["step_size"] = float(p.sampler.step_size)
         if self.sample_every and step % self.sample_every == 0 and step < p.learner.n_epochs:
-            note = f"{p.data.name}, epoch {step}"
-            self._samples_figure(p, ctx, f"samples_epoch{step}", note, step)
+            title = f"GRBM samples, {p.data.name}, epoch {step}"
+            fig = figures.images_figure(self._generate(p, self.n_show, ctx), 10, title)
+            ctx.save_figure(fig, f"samples_epoch{step}", step)
         return out
 
     def finish(self, p: Parts, history, ctx) -> dict:
-        seconds = ctx.elapsed()
+        seconds, n = ctx.elapsed(), p.learner.n_epochs
         if self.anneal_step_size:
             p.sampler.step_size = p.base_step
-        self._figures(p, history, ctx)
+        shown, k, to_unit = self._generate(p, self.n_show, ctx), self.strip_chains, p.data.to_unit
+        args = (k, self.sample_steps, self.strip_snapshots, ctx.generator, to_unit)
+        strip = intermediate_samples(p.model, p.sampler, *args)
+        args = (p.model.W, p.data.image_shape, history, p.data.name, self.sample_steps)
+        ctx.save_figures(figures.run_figures(shown, strip, *args), n)
         results = {
             "final_log_var": float(p.model.log_var.detach().mean()),
             "final_mean_var": float(p.model.var.detach().mean()),
             "recon_mse": float(p.last["recon_mse"]),
             "accept_rate": float(p.last["accept_rate"]),
             "seconds": seconds,
-            "n_epochs": p.learner.n_epochs,
+            "n_epochs": n,
             "n_updates": int(p.learner.n_updates),
             "n_train_images": p.n_train,
             "train_split": self.train_split,
         }
         if self.n_fid_samples and (self.inception_weights or self.feature_fid):
             results.update(n_fid_samples=self.n_fid_samples, sample_steps=self.sample_steps)
-            fake = self._generate(p, self.n_fid_samples, ctx)
-            spec = self.feature_net if self.feature_fid else None
+            fake, spec = self._generate(p, self.n_fid_samples, ctx), self.feature_fid
             results.update(image_fid(
                 p.data, fake, self.fid_reference_split, self.n_fid_real, self.inception_weights,
-                spec, self.train_split, self.cache_dir, ctx.device,
+                self.feature_net if spec else None, self.train_split, self.cache_dir, ctx.device,
             ))  # fmt: skip
-        results["total_seconds"] = ctx.elapsed()
-        return results
+        return {**results, "total_seconds": ctx.elapsed()}
 
-    # ------------------------------------------------------------ figures and FID
     def _generate(self, p: Parts, n: int, ctx) -> Tensor:
         """``n`` images in [0, 1] on the CPU, chains run ``learner.batch_size`` at a time."""
         m, s, bs = p.model, p.sampler, p.learner.batch_size
         return generate(m, s, n, self.sample_steps, bs, ctx.generator, p.data.to_unit)
-
-    def _samples_figure(self, p: Parts, ctx, name: str, note: str, step: int) -> None:
-        fig = images_figure(self._generate(p, self.n_show, ctx), 10, f"GRBM samples, {note}")
-        ctx.save_figure(fig, name, step)
-
-    def _figures(self, p: Parts, history, ctx) -> None:
-        name, n, steps = p.data.name, p.learner.n_epochs, self.sample_steps
-        self._samples_figure(p, ctx, "samples", name, n)
-        k, snaps, to_unit = self.strip_chains, self.strip_snapshots, p.data.to_unit
-        strip = intermediate_samples(p.model, p.sampler, k, steps, snaps, ctx.generator, to_unit)
-        title = f"Intermediate samples ({steps} steps), {name}"
-        fig = images_figure(strip.flatten(0, 1), strip.shape[1], title)  # a row per chain
-        ctx.save_figure(fig, "intermediate_samples", n)
-        title = f"Learned filters, {name}"
-        fig = filters_figure(p.model.W, p.data.image_shape, self.n_show, title)
-        ctx.save_figure(fig, "filters", n)
-        ep = history.column("step")
-        series = {k: (ep, history.column(f"log_var_{k}")) for k in ("mean", "min", "max")}
-        fig = curves(series, "epoch", "log variance", f"Learning curve of log variance, {name}")
-        ctx.save_figure(fig, "log_var", n)
