@@ -13,11 +13,11 @@ import torch
 import torch.nn.functional as F
 
 from ebmlab.core.chain import ChainRunner
+from ebmlab.learning.gibbs_generation import gibbs_samples
 from ebmlab.learning.grbm_cd import sample_from_noise
 from ebmlab.learning.pcd import PersistentChains
 from ebmlab.metrics.ais import IntermediateRBMGibbs, rbm_ais_log_z
 from ebmlab.samplers.dlp import DMALA
-from ebmlab.learning.gibbs_generation import gibbs_samples
 from tests.helpers import from_conf
 
 HOST_READS = ("item", "tolist", "__float__", "__int__", "__bool__", "__index__", "numpy")
