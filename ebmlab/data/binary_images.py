@@ -548,6 +548,14 @@ class BinaryImages:
     def test(self) -> ImageSplit:
         return self.split("test")
 
+    def spread_rows(self, split: str, n: int, device: torch.device) -> Tensor:
+        """``n`` evenly spaced binarised rows of ``split`` on ``device`` (all for n = 0): files
+        can be ordered."""
+        x = self.split(split).binarized().to(device)
+        if n == 0 or n >= len(x):
+            return x
+        return x[torch.linspace(0, len(x) - 1, n, device=x.device).round().long()]
+
     def data_mean(self, split: str = "train") -> Tensor:
         """Per-pixel mean [784] (for dynamic data: the grayscale mean = expected binary mean)."""
         return self.split(split).x.mean(0)

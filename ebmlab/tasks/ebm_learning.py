@@ -14,29 +14,17 @@ weights get the protocol's AIS (``ais_temps`` linear temperatures, ``ais_chains`
 from __future__ import annotations
 
 import sys
-import time
 from dataclasses import dataclass
 
-import torch
 from torch import Tensor
 
 from ebmlab.core.loop import LoopTask, Requirement
 from ebmlab.data.binary_images import BinaryImages, binarize_batch
 from ebmlab.errors import check, check_at_least
+from ebmlab.learning.ebm_likelihood import AIS_KERNELS, AISLikelihood
 from ebmlab.learning.pcd_buffer import PCDBuffer
-from ebmlab.metrics.ais import linear_betas
-from ebmlab.metrics.tempered_ais import mean_log_prob, tempered_ais_log_z
-from ebmlab.models.resnet_ebm import ResNetEBM, TemperedEBM
+from ebmlab.models.resnet_ebm import ResNetEBM
 from ebmlab.plotting.pcd_learning import pcd_figures
-from ebmlab.samplers.dlp import DMALA
-from ebmlab.samplers.gwg import GWG
-
-
-def spread_subset(x: Tensor, n: int) -> Tensor:
-    """``n`` evenly spaced rows of ``x`` (all for n = 0): files can be ordered."""
-    if n == 0 or n >= len(x):
-        return x
-    return x[torch.linspace(0, len(x) - 1, n, device=x.device).round().long()]
 
 
 @dataclass
@@ -79,28 +67,23 @@ class EBMLearning(LoopTask):
         on_divergence: str,
         n_show: int,
     ):
-        check_at_least(
-            locals(),
-            (
-                ("eval_chunk valid_ais_chains ais_chains", 1),
-                ("valid_ais_temps ais_temps", 2),
-                ("valid_every valid_n test_n n_show", 0),
-            ),
-        )
-        check(ais_sampler in ("gwg", "dmala"), "ais_sampler", f"gwg or dmala (got {ais_sampler!r})")
+        at_least = (("eval_chunk valid_ais_chains ais_chains", 1), ("valid_ais_temps ais_temps", 2))
+        check_at_least(locals(), (*at_least, ("valid_every valid_n test_n n_show", 0)))
+        check(ais_sampler in AIS_KERNELS, "ais_sampler", f"gwg or dmala (got {ais_sampler!r})")
         check(ais_step_size > 0, "ais_step_size", f"must be > 0 (got {ais_step_size})")
         check(final_model in ("best", "last"), "final_model", f"best or last ({final_model!r})")
         check(on_divergence in ("evaluate_best", "stop"), "on_divergence", "evaluate_best or stop")
         self.valid_every, self.valid_n, self.test_n = valid_every, valid_n, test_n
-        self.valid_ais = (valid_ais_temps, valid_ais_chains)
-        self.test_ais = (ais_temps, ais_chains)
-        self.ais_sampler, self.ais_step_size = ais_sampler, ais_step_size
-        self.eval_chunk, self.final_model, self.use_ema = eval_chunk, final_model, use_ema
+        ais = (ais_sampler, ais_step_size, eval_chunk)
+        self.valid_ais = AISLikelihood(valid_ais_temps, valid_ais_chains, *ais)
+        self.test_ais = AISLikelihood(ais_temps, ais_chains, *ais)
+        self.final_model, self.use_ema = final_model, use_ema
         self.divergence_policy, self.n_show = on_divergence, n_show
 
     def memory_estimate(self, cfg) -> dict[str, int]:
         d, c = int(cfg.dataset.get("dim", 0)), int(cfg.model.get("n_channels", 0))
-        chains = max(self.valid_ais[1], self.test_ais[1], 2 * int(cfg.learner.get("batch_size", 0)))
+        chains = max(self.valid_ais.n_chains, self.test_ais.n_chains)
+        chains = max(chains, 2 * int(cfg.learner.get("batch_size", 0)))
         return {"buffer": int(cfg.learner.get("buffer_size", 0)) * d * 4, "net": chains * c * d * 8}
 
     def build(self, ctx) -> Parts:
@@ -108,15 +91,14 @@ class EBMLearning(LoopTask):
         data.check_files(["train", "test"] + (["valid"] if self.valid_every else []))
         model = ctx.build("model").to(ctx.device)
         sampler, learner = ctx.build("sampler"), ctx.build("learner")
-        dev, gen, train = ctx.device, ctx.generator, data.split("train")
-        x_train = train.x.to(dev)
-        test_x = spread_subset(data.split("test").binarized().to(dev), self.test_n)
-        valid_x = None
-        if self.valid_every:
-            valid_x = spread_subset(data.split("valid").binarized().to(dev), self.valid_n)
+        train, dev = data.split("train"), ctx.device
+        x_train, test_x = train.x.to(dev), data.spread_rows("test", self.test_n, dev)
+        valid_x = data.spread_rows("valid", self.valid_n, dev) if self.valid_every else None
         model.set_base_mean(x_train.mean(0))  # dynamic data: grayscale mean = binary mean
         mode = train.binarize  # each drawn batch is binarised (dynamic: fresh Bernoulli draws)
-        learner.setup(model, x_train, gen, sampler, lambda b, g: binarize_batch(b, mode, g))
+        learner.setup(
+            model, x_train, ctx.generator, sampler, lambda b, g: binarize_batch(b, mode, g)
+        )
         return Parts(model, learner, valid_x, test_x, {"valid_ll": 0.0, "step": 0})
 
     def step(self, p: Parts, step: int, ctx) -> dict:
@@ -124,19 +106,14 @@ class EBMLearning(LoopTask):
         p.loss = info["loss"]
         return info
 
-    def _ll(self, p: Parts, x: Tensor, ais: tuple[int, int], ctx, progress: bool) -> dict:
-        """AIS log Z of the evaluated weights and the mean log-likelihood of ``x``."""
-        model = p.learner.ema_model if self.use_ema else p.model
-        sampler = GWG(n_flips=1) if self.ais_sampler == "gwg" else DMALA(self.ais_step_size, None)
-        betas, g = linear_betas(ais[0]), ctx.generator
-        res = tempered_ais_log_z(TemperedEBM(model), sampler, betas, ais[1], g, progress)
-        ll = mean_log_prob(model, x, self.eval_chunk) - res.log_z
-        return {"ll": ll, "log_z": res.log_z, "log_z_stderr": res.log_z_stderr}
+    def _ll(self, p: Parts, x: Tensor, ais: AISLikelihood, ctx, progress: bool = False) -> dict:
+        """AIS log Z of the evaluated weights (EMA or raw) and the mean log-likelihood of ``x``."""
+        return ais(p.learner.ema_model if self.use_ema else p.model, x, ctx.generator, progress)
 
     def evaluate(self, p: Parts, step: int, ctx) -> dict:
         out = {"last_loss": float(p.loss)}
         if self.valid_every and (step % self.valid_every == 0 or step == self.cadence.n_steps):
-            v = self._ll(p, p.valid_x, self.valid_ais, ctx, False)
+            v = self._ll(p, p.valid_x, self.valid_ais, ctx)
             out.update(valid_ll=v["ll"], valid_log_z=v["log_z"])
             if p.best["step"] == 0 or v["ll"] > p.best["valid_ll"]:
                 p.best = {"valid_ll": v["ll"], "step": step}
@@ -149,12 +126,9 @@ class EBMLearning(LoopTask):
         kept = f"last good: step {ctx.last_good_step}, best: step {p.best['step']}"
         print(f"ebmlab: {error}; training stopped ({kept}); evaluating best.pt", file=sys.stderr)
         ctx.log({"diverged_at": float(error.step)}, step=error.step)
-        return self._test(p, history, ctx, error.step)
+        return self.finish(p, history, ctx, diverged=error.step)
 
-    def finish(self, p: Parts, history, ctx) -> dict:
-        return self._test(p, history, ctx, 0)
-
-    def _test(self, p: Parts, history, ctx, diverged: int) -> dict:
+    def finish(self, p: Parts, history, ctx, diverged: int = 0) -> dict:
         """Final AIS on the test split (cached in checkpoints/test_ais.pt), figures, results."""
         seconds, n = ctx.elapsed(), (diverged - 1 if diverged else self.cadence.n_steps)
         which = "best" if (self.final_model == "best" or diverged) and p.best["step"] else "last"
@@ -164,21 +138,17 @@ class EBMLearning(LoopTask):
             p.learner.ema_model.load_state_dict(best["learner"]["ema"])
         res = ctx.load_file("test_ais")
         if res is None:
-            t0 = time.perf_counter()
             res = self._ll(p, p.test_x, self.test_ais, ctx, bool(ctx.cfg.progress))
-            res["ais_seconds"] = time.perf_counter() - t0
             ctx.workspace.save(res, "test_ais")
         ctx.log({"test_ll": res["ll"], "log_z": res["log_z"]}, step=max(n, 1))
         title = f"{ctx.cfg.dataset.name}, {ctx.choices.get('sampler', '')} ({ctx.scale})"
         buf, shape = p.learner.buffer, p.model.image_shape
-        for name, fig in pcd_figures(history, buf, shape, self.n_show, title, "loss").items():
-            ctx.save_figure(fig, name, step=n)
+        ctx.save_figures(pcd_figures(history, buf, shape, self.n_show, title, "loss"), step=n)
         out = {"test_ll": res["ll"], "log_z": res["log_z"], "log_z_stderr": res["log_z_stderr"]}
         if p.best["step"]:
             out["best_valid_ll"] = p.best["valid_ll"]
         out.update(best_step=p.best["step"], final_model=which, ema=self.use_ema)
-        out.update(diverged_at=diverged, n_iters=n)
-        out.update(seconds=seconds, time_per_iter=seconds / max(n, 1))
-        ais_temps, ais_chains = self.test_ais
-        out.update(ais_seconds=res["ais_seconds"], ais_temps=ais_temps, ais_chains=ais_chains)
+        out.update(diverged_at=diverged, n_iters=n, seconds=seconds)
+        out.update(time_per_iter=seconds / max(n, 1), ais_seconds=res["ais_seconds"])
+        out.update(ais_temps=self.test_ais.n_temps, ais_chains=self.test_ais.n_chains)
         return {**out, "n_params": sum(q.numel() for q in p.model.parameters())}
