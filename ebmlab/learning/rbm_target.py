@@ -22,6 +22,7 @@ from tqdm.auto import tqdm
 
 from ebmlab.errors import ConfigError, check
 from ebmlab.learning.cd import CD
+from ebmlab.metrics.mmd import log_mmd2_exp_hamming
 from ebmlab.models.rbm import BernoulliRBM, best_class_by_log_prob
 from ebmlab.utils.cache import load_cached, save_cached
 
@@ -159,6 +160,39 @@ def target_and_ground_truth(
     mean = train.x.mean(0).to(device)
     x = ground_truth_samples(model, mean, n, gt.steps, gt.seed, path, progress)
     return model, x[: gt.n_ref], x[gt.n_ref :], cached
+
+
+@dataclass(frozen=True)
+class SamplingTarget:
+    """How the RBM sampling benchmark's target is made: the CD-trained RBM on ``train_split``
+    (:func:`training_split`), its ``gt`` ground truth, cached in ``cache_dir``
+    (:func:`target_and_ground_truth`), and the ``n_chains`` chains' shared start ``init``
+    (:func:`initial_states`)."""
+
+    train_split: str
+    init: str
+    n_chains: int
+    gt: GroundTruth
+    cache_dir: str
+
+    def __post_init__(self):
+        init, splits = self.init, list(TRAIN_SPLITS)
+        check(init in ("random", "mode"), "init", f"must be random or mode (got {init!r})")
+        check(self.train_split in splits, "train_split", f"one of {splits}")
+
+    def build(self, dataset, model_cfg, build_model, cd: CD, device, generator, progress: bool):
+        """(target RBM, references [gt.n_ref, V], initial states, what to report:
+        [mode_class, mode_class_log_prob], ``train_split``, ``rbm_cached``, ``log_mmd_floor``
+        = log MMD^2 of the floor set to the references). The initial states are drawn from
+        ``generator`` (the run's, before any sampler draw)."""
+        split, train = training_split(dataset, self.train_split, self.init == "mode")
+        key = rbm_cache_key(model_cfg, dataset, split, cd)
+        model, ref, floor, cached = target_and_ground_truth(
+            key, build_model, cd, train, self.gt, Path(self.cache_dir), device, progress
+        )
+        x0, info = initial_states(model, train, self.init, self.n_chains, generator)
+        info.update(train_split=split, rbm_cached=cached)
+        return model, ref, x0, {**info, "log_mmd_floor": log_mmd2_exp_hamming(floor, ref)}
 
 
 @torch.no_grad()

@@ -143,3 +143,15 @@ def mmd2_linear_hamming_unbiased_se(x: Tensor, y: Tensor) -> float:
         + 4.0 * qy / m
     )
     return float(var.clamp_min(0.0).sqrt())
+
+
+def log_mmd_curve_summary(log_mmd: list[float]) -> dict[str, float]:
+    """A log-MMD curve (step 0 first) in three numbers: ``log_mmd`` (the last value),
+    ``log_mmd_tail_mean`` (the last 10% of evaluations), ``log_mmd_mean`` (every one after
+    step 0)."""
+    tail = log_mmd[-max(1, len(log_mmd) // 10) :]
+    return {
+        "log_mmd": log_mmd[-1],
+        "log_mmd_tail_mean": sum(tail) / len(tail),
+        "log_mmd_mean": sum(log_mmd[1:]) / max(1, len(log_mmd) - 1),
+    }

@@ -5,6 +5,7 @@ import torch
 
 from ebmlab.metrics.mmd import (
     hamming_distance,
+    log_mmd_curve_summary,
     mmd2_exp_hamming,
     mmd2_linear_hamming_unbiased,
     mmd2_linear_hamming_unbiased_se,
@@ -137,3 +138,13 @@ def test_linear_unbiased_mmd_standard_error_matches_the_replicate_spread(gen):
         assert 0.95 * spread < sum(ses) / reps < 1.2 * spread, (p, q)
     with pytest.raises(ValueError, match=">= 3 samples"):
         mmd2_linear_hamming_unbiased_se(x[:2], y)
+
+
+def test_log_mmd_curve_summary_tail_and_mean_skip_step_0():
+    """Tail mean: the last 10% of evaluations (at least one); mean: every one after step 0."""
+    curve = [100.0, *[float(i) for i in range(1, 21)]]  # step 0, then 20 evaluations
+    s = log_mmd_curve_summary(curve)
+    assert s["log_mmd"] == 20.0
+    assert s["log_mmd_tail_mean"] == pytest.approx((19 + 20) / 2)  # 21 values: the last 2
+    assert s["log_mmd_mean"] == pytest.approx(10.5)
+    assert log_mmd_curve_summary([3.0])["log_mmd_tail_mean"] == 3.0
