@@ -21,11 +21,12 @@ class ConfigError(ValueError):
 
 
 class DivergenceError(RuntimeError):
-    """Training produced NaN/Inf; the last good checkpoint is kept."""
+    """Training produced NaN/Inf or left its declared bounds; the last good checkpoint is
+    kept. ``problem`` says what is wrong with ``what`` (a finite value out of bounds says so)."""
 
-    def __init__(self, step: int, what: str):
+    def __init__(self, step: int, what: str, problem: str = "is not finite"):
         self.step = step
-        super().__init__(f"training diverged at step {step}: {what} is not finite")
+        super().__init__(f"training diverged at step {step}: {what} {problem}")
 
 
 def check(cond: bool, key: str, message: str) -> None:

@@ -25,9 +25,11 @@ def all_finite(tensors, device: torch.device) -> Tensor:
 
 class DivergenceWatch:
     """The first failed check of a learner, on the device. ``reasons``: what each check
-    guards, in the order :meth:`observe` gets their flags (the first failing one is named)."""
+    guards, in the order :meth:`observe` gets their flags (the first failing one is named);
+    a reason is a name (its check is finiteness) or a (name, problem) pair, e.g.
+    ``("the PCD loss", "({loss:.3g}) exceeds max_abs_loss in magnitude")``."""
 
-    def __init__(self, reasons: tuple[str, ...]):
+    def __init__(self, reasons: tuple[str | tuple[str, str], ...]):
         self.reasons = tuple(reasons)
         self.first: Tensor | None = None  # float64 [3]: iteration, reason (1-based), loss
 
@@ -50,5 +52,6 @@ class DivergenceWatch:
             return
         iteration, reason, loss = self.first.tolist()
         if reason:
-            what = self.reasons[int(reason) - 1].format(loss=loss)
-            raise DivergenceError(int(iteration), what)
+            what = self.reasons[int(reason) - 1]
+            what, problem = (what, "is not finite") if isinstance(what, str) else what
+            raise DivergenceError(int(iteration), what, problem.format(loss=loss))

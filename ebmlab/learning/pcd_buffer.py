@@ -107,7 +107,7 @@ class PCDBuffer:
             raise ConfigError("sampler", "PCD with a replay buffer needs a sampler")
         self.sampler, self.data, self.transform = sampler, data, transform
         self.chains = PersistentChains()
-        bound = "|loss| <= max_abs_loss ({loss:.3g})"  # the loss of that iteration shown
+        bound = ("the PCD loss", "({loss:.3g}) exceeds max_abs_loss in magnitude")
         self.watch = DivergenceWatch(("the PCD loss", bound, "a model parameter"))
         self.acs_schedule = getattr(sampler, "pcd_schedule", None) == "acs"
         if self.acs_schedule:
