@@ -132,14 +132,15 @@ def _blocks_equal_steps(args, task_cls, kill_at, tmp_path, monkeypatch) -> list:
     return made
 
 
+# every run here: 120 loop steps, evaluations every 20, checkpoints every 40 (blocks end there)
+RUN = ["run.n_steps=120", "run.eval_every=20", "run.checkpoint_every=40"]
+
 ISING = [
     "experiment=dlp/fig3_ising_sampling",
     "scale=smoke",
     "model.n_side=3",
     "task.n_chains=6",
-    "run.n_steps=120",
-    "run.eval_every=20",
-    "run.checkpoint_every=40",
+    *RUN,
 ]
 
 
@@ -185,9 +186,7 @@ RBM = [
     "task.gt_n_floor=10",
     "task.n_chains=6",
     "task.ess_chains=4",
-    "run.n_steps=120",
-    "run.eval_every=20",
-    "run.checkpoint_every=40",
+    *RUN,
     "task.n_show=0",
 ]
 
@@ -212,10 +211,8 @@ ESS = [
     "experiment=ab/tables1to5_ess",
     "scale=smoke",
     "task.n_chains=4",
-    "run.n_steps=120",
+    *RUN,
     "task.burn_in=30",
-    "run.eval_every=20",
-    "run.checkpoint_every=40",
 ]
 
 
@@ -262,10 +259,8 @@ TOY = [
     "experiment=acs/fig1_toy",
     "scale=smoke",
     "task.n_chains=6",
-    "run.n_steps=120",
+    *RUN,
     "task.burn_in=30",  # inside the block 21..40: its first 10 steps are not counted
-    "run.eval_every=20",
-    "run.checkpoint_every=40",
 ]
 
 
